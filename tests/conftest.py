@@ -14,8 +14,22 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-KERNELBENCH = REPO.parent / "shared" / "kernelbench"
-SDAR_TOKENIZER = REPO.parent / "shared" / "sdar-tokenizer"
+
+
+def _shared_dir() -> Path:
+    """The project's shared/ folder: beside the checkout, or a copy carried inside it
+    (`.shared/`, on the device machine), or wherever DICE_SHARED points."""
+    import os
+
+    for cand in (os.environ.get("DICE_SHARED"), REPO.parent / "shared", REPO / ".shared"):
+        if cand and Path(cand).is_dir():
+            return Path(cand)
+    return REPO.parent / "shared"
+
+
+SHARED = _shared_dir()
+KERNELBENCH = SHARED / "kernelbench"
+SDAR_TOKENIZER = SHARED / "sdar-tokenizer"
 
 
 @functools.cache

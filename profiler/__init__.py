@@ -1,0 +1,39 @@
+"""The profiler: compile, verify and time candidate kernels on the local GPU, safely.
+
+Importing this package never imports torch or CuPy: the language server imports it for
+compile checks. Running kernels happens only in a sandboxed subprocess (profiler.sandbox).
+The public interface is pinned in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+from profiler.compile import CompilerMissing, nvcc_check
+from profiler.cuda_source import Kernel, Param, find_kernels
+from profiler.python_check import python_check
+from profiler.results import Diagnostic, Verdict
+
+__all__ = [
+    "CompilerMissing",
+    "Diagnostic",
+    "Kernel",
+    "Param",
+    "Verdict",
+    "check",
+    "find_kernels",
+]
+
+
+def is_kernelbench(path: str) -> bool:
+    """`path` decides the kind of document: .py is KernelBench, anything else CUDA."""
+    return path.endswith(".py")
+
+
+def check(source: str, path: str) -> list[Diagnostic]:
+    """Compile only (no GPU needed) and return the compiler's diagnostics in the document's
+    1-based coordinates. Raises CompilerMissing for a CUDA document when nvcc is absent."""
+    if is_kernelbench(path):
+        return python_check(source, path)
+    include_dirs = [os.path.dirname(os.path.abspath(path))] if path else []
+    return nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)

@@ -1,0 +1,227 @@
+"""Compile CUDA C++ and turn compiler output into Diagnostics in the user's coordinates.
+
+Two compilers, one message format: `nvcc` (found on PATH, under CUDA_HOME, or in
+/usr/local/cuda/bin) does compile-only checks on any machine, GPU or not; NVRTC (through
+CuPy, only inside the sandbox) builds the module that is run. Both print EDG-style
+`file(line): error: message` followed by an echo of the source line and a caret; the
+preprocessor prints gcc-style `file:line:col: fatal error: message`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from profiler.results import Diagnostic
+
+NVCC_TIME_LIMIT_S = 120.0
+# The architecture compile-only checks target when no GPU says which one it is.
+DEFAULT_ARCH = "sm_90"
+
+_EDG_HEADER = re.compile(
+    r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<severity>catastrophic error|fatal error|error|warning|remark|note)"
+    r"(?: #[\w-]+)?: (?P<message>.*)$"
+)
+_GCC_HEADER = re.compile(
+    r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?P<column>\d+): (?P<severity>fatal error|error|warning|note): "
+    r"(?P<message>.*)$"
+)
+_PTXAS = re.compile(r"^ptxas (?P<severity>error|warning|fatal)\s*: (?P<message>.*)$")
+_CARET = re.compile(r"^\s*\^\s*$")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
+
+
+class CompilerMissing(RuntimeError):
+    """No nvcc on this machine: the message says where it was looked for."""
+
+
+def _severity(word: str) -> str:
+    if word in ("error", "catastrophic error", "fatal error", "fatal"):
+        return "error"
+    if word == "warning":
+        return "warning"
+    return "note"
+
+
+@functools.cache
+def find_nvcc() -> str | None:
+    """nvcc on PATH, under $CUDA_HOME/bin, or in /usr/local/cuda/bin; None when absent."""
+    on_path = shutil.which("nvcc")
+    if on_path:
+        return on_path
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+@functools.cache
+def local_arch() -> str | None:
+    """`sm_XY` of the first local GPU (from nvidia-smi), or None without one."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    if not re.fullmatch(r"\d+\.\d+", first.strip()):
+        return None
+    major, minor = first.strip().split(".")
+    return f"sm_{major}{minor}"
+
+
+@functools.cache
+def check_arch() -> str:
+    """The architecture compile-only checks use: the local GPU's, else DEFAULT_ARCH when this
+    nvcc supports it, else the newest it lists."""
+    arch = local_arch()
+    if arch:
+        return arch
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return DEFAULT_ARCH
+    try:
+        listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_ARCH
+    computes = [c.replace("compute_", "sm_") for c in listed.split()]
+    if not computes or DEFAULT_ARCH in computes:
+        return DEFAULT_ARCH
+    return computes[-1]
+
+
+def _column(echo: str, caret: str, source_line: str | None) -> int:
+    """1-based column of the caret in the user's line.
+
+    The compiler echoes the line after preprocessing (`__global__` becomes
+    `__attribute__((global))`, tabs become spaces), so the caret's offset is only trusted
+    when the echo is the line itself; otherwise the token under the caret is looked up in the
+    user's line, nearest to the caret's offset.
+    """
+    caret_at = caret.index("^")
+    indent = len(echo) - len(echo.lstrip(" "))
+    if source_line is None:
+        return max(caret_at - 2, 0) + 1
+    if echo[2:] == source_line:
+        return caret_at - 2 + 1
+    token = next((m.group() for m in _TOKEN.finditer(echo) if m.start() <= caret_at < m.end()), None)
+    if token is None:
+        return max(caret_at - indent, 0) + len(source_line) - len(source_line.lstrip()) + 1
+    pattern = rf"\b{re.escape(token)}\b" if token[0].isalnum() or token[0] == "_" else re.escape(token)
+    starts = [m.start() for m in re.finditer(pattern, source_line)]
+    if not starts:
+        return len(source_line) - len(source_line.lstrip()) + 1
+    return min(starts, key=lambda s: abs(s - (caret_at - 2))) + 1
+
+
+def parse_compiler_output(text: str, filename: str, source: str, *, kernel_lines: dict[str, int] | None = None
+                          ) -> list[Diagnostic]:
+    """Diagnostics from nvcc/NVRTC output for the document compiled as `filename`.
+
+    Messages about other files (an included header) are put on line 1 with the header's
+    place in the message, so that nothing the compiler said is lost. ptxas messages have no
+    line; they go to the line of the kernel they name (`kernel_lines`: name -> 1-based line).
+    """
+    lines = text.splitlines()
+    source_lines = source.splitlines()
+    diagnostics: list[Diagnostic] = []
+    base = os.path.basename(filename)
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        i += 1
+        edg = _EDG_HEADER.match(raw)
+        gcc = None if edg else _GCC_HEADER.match(raw)
+        ptxas = None if edg or gcc else _PTXAS.match(raw)
+        if ptxas:
+            message = ptxas.group("message")
+            line = next((ln for name, ln in (kernel_lines or {}).items() if name in message), 1)
+            diagnostics.append(Diagnostic(line, 1, _severity(ptxas.group("severity")), f"ptxas: {message}"))
+            continue
+        match = edg or gcc
+        if match is None:
+            continue
+        line = int(match.group("line"))
+        message = match.group("message").strip()
+        column = int(gcc.group("column")) if gcc else 1
+        # Collect the block after an EDG header: continuation lines, then echo + caret.
+        if edg:
+            block: list[str] = []
+            while i < len(lines) and lines[i].strip() and not _EDG_HEADER.match(lines[i]) \
+                    and not _GCC_HEADER.match(lines[i]) and not _PTXAS.match(lines[i]):
+                block.append(lines[i])
+                i += 1
+            caret_index = next((k for k, b in enumerate(block) if _CARET.match(b)), None)
+            in_document = os.path.basename(match.group("file")) == base
+            source_line = source_lines[line - 1] if in_document and 0 < line <= len(source_lines) else None
+            if caret_index is not None and caret_index > 0:
+                column = _column(block[caret_index - 1], block[caret_index], source_line)
+                block = block[: caret_index - 1] + block[caret_index + 1:]
+            extra = " ".join(b.strip() for b in block if b.strip())
+            if extra:
+                message = f"{message} ({extra})"
+        if os.path.basename(match.group("file")) != base:
+            message = f"{match.group('file')}({line}): {message}"
+            line, column = 1, 1
+        diagnostics.append(Diagnostic(line, column, _severity(match.group("severity")), message))
+    return diagnostics
+
+
+def nvcc_check(source: str, filename: str, *, include_dirs: list[str] | None = None,
+               arch: str | None = None) -> list[Diagnostic]:
+    """Compile `source` to a cubin with nvcc (device code only; no GPU needed) and return
+    its diagnostics. Raises CompilerMissing when there is no nvcc."""
+    return list(_nvcc_check_cached(source, os.path.basename(filename) or "kernel.cu",
+                                   tuple(include_dirs or ()), arch or check_arch()))
+
+
+@functools.lru_cache(maxsize=256)
+def _nvcc_check_cached(source: str, basename: str, include_dirs: tuple[str, ...], arch: str
+                       ) -> tuple[Diagnostic, ...]:
+    # The LSP asks again on every save; an unchanged document is answered from here.
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompilerMissing("nvcc not found: looked on PATH, in $CUDA_HOME/bin and /usr/local/cuda/bin")
+    if not basename.endswith(".cu"):
+        basename += ".cu"  # a .cuh is checked as a translation unit of its own
+    with tempfile.TemporaryDirectory(prefix="dice-check-") as tmp:
+        src = Path(tmp) / basename
+        src.write_text(source)
+        cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(Path(tmp) / "out.cubin")]
+        cmd += [f"-I{d}" for d in include_dirs]
+        cmd.append(str(src))
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIME_LIMIT_S, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            return (Diagnostic(1, 1, "error", f"nvcc took longer than {NVCC_TIME_LIMIT_S:.0f} s"),)
+    text = out.stdout + "\n" + out.stderr
+    diagnostics = parse_compiler_output(text, basename, source, kernel_lines=_kernel_lines(source))
+    if out.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
+        tail = " ".join(text.strip().splitlines()[-3:]) or f"exit code {out.returncode}"
+        diagnostics.append(Diagnostic(1, 1, "error", f"nvcc failed: {tail}"))
+    return tuple(diagnostics)
+
+
+def _kernel_lines(source: str) -> dict[str, int]:
+    from profiler.cuda_source import find_kernels
+
+    return {k.name: k.start[0] + 1 for k in find_kernels(source)}
+
+
+def content_key(*parts: str) -> str:
+    """A short hash naming a compiled artefact by everything that decides its bytes."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]

@@ -13,15 +13,20 @@ from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, Param, find_kernels
 from profiler.python_check import python_check
 from profiler.results import Diagnostic, Verdict
+from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
 
 __all__ = [
     "CompilerMissing",
     "Diagnostic",
     "Kernel",
     "Param",
+    "Spec",
+    "SpecError",
     "Verdict",
     "check",
     "find_kernels",
+    "parse_spec",
+    "spec_template",
 ]
 
 
@@ -32,8 +37,9 @@ def is_kernelbench(path: str) -> bool:
 
 def check(source: str, path: str) -> list[Diagnostic]:
     """Compile only (no GPU needed) and return the compiler's diagnostics in the document's
-    1-based coordinates. Raises CompilerMissing for a CUDA document when nvcc is absent."""
+    1-based coordinates, plus a bad `dice:` spec as an error on its line. Raises
+    CompilerMissing for a CUDA document when nvcc is absent."""
     if is_kernelbench(path):
         return python_check(source, path)
     include_dirs = [os.path.dirname(os.path.abspath(path))] if path else []
-    return nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)
+    return spec_errors_as_diagnostics(source) + nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)

@@ -99,3 +99,11 @@ def test_import_profiler_does_not_import_torch():
     code = "import sys, profiler; profiler.check('x = 1', 'a.py'); print('torch' in sys.modules, 'cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@needs_nvcc
+def test_a_bad_spec_is_an_error_diagnostic_on_its_line():
+    src = "// dice: let n = 1 <<\n__global__ void k(float* y, int n) { }\n"
+    (diag,) = profiler.check(src, "k.cu")
+    assert (diag.line, diag.column, diag.severity) == (1, 22, "error")
+    assert diag.message.startswith("dice spec: expected")

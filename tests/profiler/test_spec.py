@@ -1,0 +1,133 @@
+"""The `dice:` spec: good specs evaluate, bad ones say where and what was expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiler.spec import SpecError, parse_spec, spec_template
+
+KERNEL = "__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n) { }\n"
+
+
+def spec_of(lines: str, kernel: str = KERNEL):
+    return parse_spec(lines + kernel)
+
+
+def error_of(lines: str, kernel: str = KERNEL) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        spec_of(lines, kernel)
+    return info.value
+
+
+def test_example_spec(repo_root):
+    spec = parse_spec((repo_root / "examples" / "saxpy.cu").read_text())["saxpy"]
+    assert spec.args == {"a": 2.5, "n": 1 << 24}
+    assert spec.buffers == {"x": 1 << 24, "y": 1 << 24}
+    assert spec.grid == ((1 << 24) // 256, 1, 1) and spec.block == (256, 1, 1)
+    assert spec.inout == {"y"}
+    assert spec.shared == 0
+
+
+def test_expression_grammar_precedence_and_c_integer_division():
+    spec = spec_of(
+        "// dice: let n = (3 + 4) * 2 - 10 / 4 % 3 + (1 << 4 >> 2)\n"
+        "// dice: let a = -7 / 2 * 1.5\n"
+        "// dice: let m = -7 / 2\n"
+        "// dice: let s = 1 + 1 << 2\n"
+        "// dice: let r = -7 % 3\n"
+        "// dice: flops = 2 * n\n"
+        "// dice: buffer x[n * 2], y[n]\n"
+        "// dice: launch grid=(n + 255) / 256, block=(16, 8), shared=4 * 64\n"
+    )["saxpy"]
+    assert spec.values["n"] == 14 - (10 // 4) % 3 + (16 >> 2)
+    assert spec.values["s"] == 8  # shifts bind looser than +, as in C
+    assert spec.values["m"] == -3 and spec.values["r"] == -1  # truncation toward zero, as in C
+    assert spec.values["a"] == -4.5
+    assert spec.buffers == {"x": 32, "y": 16}
+    assert spec.block == (16, 8, 1) and spec.shared == 256 and spec.grid == (1, 1, 1)
+    assert spec.flops == 32.0
+
+
+@pytest.mark.parametrize(
+    "lines, line, column, expected",
+    [
+        ("// dice: let n = 1 <<\n", 1, 22, "expected a number, a name or '(', got the end of the line"),
+        ("// dice: let n = 3 $ 4\n", 1, 20, "expected a number, a name or an operator, got '$'"),
+        ("// dice: let n = m + 1\n", 1, 18, "expected a name bound by `let`, got 'm'"),
+        ("// dice: lett n = 1\n", 1, 10, "expected one of let, buffer, inout, launch, flops, got 'lett'"),
+        ("// dice: let n = 4\n// dice: buffer x[n) y[n]\n", 2, 20, "expected ']', got ')'"),
+        ("// dice: let n = 4\n//   dice:   launch grid=(n, 1, 1, 1), block=1\n", 2, 26, "tuple of up to 3"),
+        ("// dice: let n = 4\n// dice: launch grid=n, block=2048\n", 2, 10, "at most 1024 threads"),
+        ("// dice: let n = 4 % 0\n", 1, 20, "divisor that is not zero"),
+        ("// dice: let n = 1.5 << 2\n", 1, 22, "expected integers around '<<'"),
+        ("// dice: let n = (1, 2)\n", 1, 20, "a tuple is allowed only"),
+    ],
+)
+def test_syntax_errors_have_line_column_and_expectation(lines, line, column, expected):
+    err = error_of(lines)
+    assert (err.line, err.column) == (line, column), err
+    assert expected in err.message
+
+
+def test_missing_pieces_name_the_parameter():
+    err = error_of("// dice: let n = 4\n// dice: let a = 1.0\n// dice: buffer x[n]\n// dice: launch grid=1, block=4\n")
+    assert "buffer y[COUNT]" in err.message and err.line == 1
+    err = error_of("// dice: let n = 4\n// dice: buffer x[n], y[n]\n// dice: launch grid=1, block=4\n")
+    assert "let a = ..." in err.message
+    err = error_of("// dice: let n = 4\n// dice: let a = 1.0\n// dice: buffer x[n], y[n]\n")
+    assert "launch" in err.message
+    err = error_of("// dice: let n = 4.5\n// dice: let a = 1\n// dice: buffer x[2], y[2]\n// dice: launch grid=1, block=2\n")
+    assert "expected an integer for int parameter n" in err.message
+    err = error_of("// dice: let n = 4\n// dice: let a = 1\n// dice: buffer x[n], q[n]\n// dice: launch grid=1, block=4\n")
+    assert (err.line, err.column) == (3, 23) and "pointer parameter of saxpy, got 'q'" in err.message
+    err = error_of("// dice: let n = 4\n// dice: inout x\n")
+    assert (err.line, err.column) == (2, 16) and "non-const pointer" in err.message
+
+
+def test_lines_above_a_kernel_belong_to_it_and_leading_lines_are_shared():
+    src = (
+        "// dice: let n = 1024\n"
+        "// dice: launch grid=n / 256, block=256\n"
+        "__global__ void first(const float* x, float* y, int n) { }\n"
+        "\n"
+        "// dice: buffer x[n], y[n]\n"
+        "__global__ void second(const float* x, float* y, int n) { }\n"
+        "// dice: buffer x[n], y[n]\n"
+        "// dice: launch grid=1, block=32\n"
+        "__global__ void third(const float* x, float* y, int n) { }\n"
+        "__global__ void no_spec(float* z) { }\n"
+    )
+    # `first` has the shared lines only and no buffers: a spec error on its own lines.
+    with pytest.raises(SpecError, match="buffer x"):
+        parse_spec(src)
+    src = src.replace("// dice: launch grid=n / 256", "// dice: buffer x[n], y[n]\n// dice: launch grid=n / 256")
+    specs = parse_spec(src)
+    assert sorted(specs) == ["first", "second", "third"]
+    assert specs["second"].grid == (4, 1, 1)  # inherits the shared launch
+    assert specs["third"].block == (32, 1, 1)
+
+
+def test_a_dice_line_inside_a_string_or_block_comment_is_not_spec():
+    src = 'const char* s = "// dice: let n = oops";\n/*\n// dice: nonsense\n*/\n' + KERNEL
+    assert parse_spec(src) == {}
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        KERNEL,
+        "__global__ void row_sum(const float* __restrict__ m, float* out, int rows, int cols) { }\n",
+        "__global__ void fill(float* out) { }\n",
+        "    __global__ void scale(double s, const double* in, double* out, long long count) { }\n",
+    ],
+)
+def test_template_parses_as_a_complete_spec(kernel):
+    name = kernel.split("void ")[1].split("(")[0]
+    template = spec_template(kernel, name)
+    assert all(line.lstrip().startswith("// dice: ") for line in template.splitlines())
+    spec = parse_spec(template + kernel)[name]
+    pointers = [p for p in kernel.split("(")[1].split(",") if "*" in p]
+    assert len(spec.buffers) == len(pointers)
+    assert spec.block == (256, 1, 1)
+    total = next(iter(spec.buffers.values()))
+    assert spec.grid[0] * 256 >= total

@@ -1,0 +1,172 @@
+"""Checkpoint folders: config.json + safetensors (single or sharded) + the Qwen2 BPE tokenizer.
+
+Real SDAR/DICE folders name custom code in `auto_map`; we never run it (no
+trust_remote_code): the config is read as JSON, the weights as tensors, and the tokenizer is
+built by transformers' own Qwen2 tokenizer class from tokenizer.json or from
+vocab.json + merges.txt + added_tokens.json.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from engine.model import SDARConfig, SDARForCausalLM
+from engine.types import EngineError
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, config: SDARConfig, device: torch.device) -> torch.dtype:
+    """The checkpoint's own dtype on a GPU; float32 on a CPU, where bf16 matmuls are slow."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise EngineError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        return DTYPES[dtype]
+    if device.type == "cpu":
+        return torch.float32
+    return DTYPES.get(config.torch_dtype or "bfloat16", torch.bfloat16)
+
+
+def load_config(folder: Path) -> SDARConfig:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EngineError(f"{folder} is not a checkpoint folder: config.json is missing")
+    try:
+        config = SDARConfig.from_json(path)
+    except (ValueError, TypeError) as exc:
+        raise EngineError(f"{path}: not a valid SDAR config ({exc})") from exc
+    model_type = config.extra.get("model_type", "sdar")
+    if model_type not in ("sdar", "qwen3"):
+        raise EngineError(f"{path}: model_type {model_type!r} is not an SDAR/DICE checkpoint")
+    # Chat checkpoints stop on <|im_end|> too, which only generation_config.json lists.
+    gen_path = folder / "generation_config.json"
+    if gen_path.is_file():
+        gen_eos = json.loads(gen_path.read_text()).get("eos_token_id")
+        gen_ids = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or [])
+        merged = config.eos_token_ids + [i for i in gen_ids if i not in config.eos_token_ids]
+        config.eos_token_id = merged
+    return config
+
+
+def load_tokenizer(folder: Path, config: SDARConfig):
+    """transformers' Qwen2 tokenizer (fast) with the config's mask token set as mask_token."""
+    from transformers import Qwen2TokenizerFast
+
+    has_json = (folder / "tokenizer.json").is_file()
+    has_bpe = (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()
+    if not (has_json or has_bpe):
+        raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
+    tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
+    if tokenizer.mask_token_id != config.mask_token_id:
+        mask = tokenizer.convert_ids_to_tokens(config.mask_token_id)
+        if mask is None:
+            raise EngineError(f"{folder}: mask_token_id {config.mask_token_id} is not in the tokenizer")
+        tokenizer.mask_token = mask
+    return tokenizer
+
+
+def weight_files(folder: Path) -> list[Path]:
+    index = folder / INDEX_NAME
+    if index.is_file():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [folder / n for n in names]
+    if (folder / SINGLE_NAME).is_file():
+        return [folder / SINGLE_NAME]
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise EngineError(f"{folder}: no weights (model.safetensors or {INDEX_NAME})")
+    return files
+
+
+def load_state_dict(folder: Path, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    state: dict[str, torch.Tensor] = {}
+    for path in weight_files(folder):
+        if not path.is_file():
+            raise EngineError(f"{folder}: weight shard {path.name} listed in {INDEX_NAME} is missing")
+        with safe_open(str(path), framework="pt", device=str(device)) as f:
+            for name in f.keys():
+                state[name] = f.get_tensor(name).to(dtype)
+    return state
+
+
+def load_checkpoint(
+    folder: str | Path, device: torch.device | str | None = None, dtype: torch.dtype | str | None = None
+):
+    """-> (model in eval mode, tokenizer, config). Raises EngineError with what is wrong."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise EngineError(f"checkpoint folder {folder} does not exist")
+    device = torch.device(device) if device is not None else default_device()
+    config = load_config(folder)
+    dtype = resolve_dtype(dtype, config, device)
+    tokenizer = load_tokenizer(folder, config)
+    state = load_state_dict(folder, device, dtype)
+    if config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    # Build on the meta device, then adopt the loaded tensors: no time spent on random init.
+    with torch.device("meta"):
+        model = SDARForCausalLM(config)
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    if config.tie_word_embeddings:
+        missing = [name for name in missing if name != "lm_head.weight"]
+    if missing or unexpected:
+        raise EngineError(
+            f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval(), tokenizer, config
+
+
+def save_checkpoint(model: SDARForCausalLM, tokenizer, folder: str | Path, max_shard_bytes: int = 4 << 30) -> None:
+    """Write a folder `load_checkpoint` (and Hugging Face) can read: config.json, the tokenizer,
+    model.safetensors or shards + model.safetensors.index.json when larger than max_shard_bytes."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in [*folder.glob("*.safetensors"), folder / INDEX_NAME]:
+        stale.unlink(missing_ok=True)  # an old index would otherwise win over new weights
+    config = model.config
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)  # safetensors refuses shared storage; HF omits it too
+    dtype_name = {v: k for k, v in DTYPES.items()}.get(next(iter(state.values())).dtype)
+    config_dict = config.to_dict()
+    if dtype_name:
+        config_dict["torch_dtype"] = dtype_name
+    (folder / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(folder))
+
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    if len(shards) == 1:
+        save_file(shards[0], str(folder / SINGLE_NAME), metadata={"format": "pt"})
+        return
+    weight_map = {}
+    for i, shard in enumerate(shards, 1):
+        shard_name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(folder / shard_name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shard, shard_name))
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (folder / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")

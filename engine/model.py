@@ -1,0 +1,276 @@
+"""The SDAR transformer: Qwen3 layers under block-causal attention, in plain torch.
+
+SDAR (and DICE, fine-tuned from it) is Qwen3 (q/k RMSNorm, SwiGLU, RoPE, grouped-query
+attention) whose attention is bidirectional inside a block of `block_size` tokens and causal
+across blocks. Module and parameter names copy Hugging Face's Qwen3 exactly, so that a real
+checkpoint's state dict loads as it is (`model.layers.N.self_attn.q_proj.weight`, ...).
+
+Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, attention (with an optional
+static KV cache), MLP, decoder layer, the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class SDARConfig:
+    """The fields of an SDAR `config.json` that the model uses (same names as Hugging Face)."""
+
+    vocab_size: int = 151936
+    hidden_size: int = 2048
+    intermediate_size: int = 6144
+    num_hidden_layers: int = 28
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 8
+    head_dim: int = 128
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1_000_000.0
+    max_position_embeddings: int = 32768
+    tie_word_embeddings: bool = False
+    block_size: int = 4
+    mask_token_id: int = 151669
+    bos_token_id: int | None = 151643
+    eos_token_id: int | list[int] | None = 151643
+    pad_token_id: int | None = 151643
+    # "chat": DICE/SDAR chat prompts through the chat template; "fim": the built-in model's
+    # fill-in-the-middle format (engine.prompts.fim_prompt).
+    prompt_format: str = "chat"
+    torch_dtype: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, source: str | Path | dict[str, Any]) -> "SDARConfig":
+        """From a config dict, a config.json path or a checkpoint folder. Unknown keys are
+        kept in `extra` (written back by `to_dict`) so a round trip loses nothing."""
+        if isinstance(source, dict):
+            data = dict(source)
+        else:
+            path = Path(source)
+            if path.is_dir():
+                path = path / "config.json"
+            data = json.loads(path.read_text())
+        # transformers 5 moved rope_theta into rope_parameters.
+        rope = data.get("rope_parameters") or {}
+        if "rope_theta" not in data and "rope_theta" in rope:
+            data["rope_theta"] = rope["rope_theta"]
+        if data.get("head_dim") is None and "hidden_size" in data and "num_attention_heads" in data:
+            data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
+        if data.get("dtype") and not data.get("torch_dtype"):
+            data["torch_dtype"] = data["dtype"]
+        names = {f.name for f in fields(cls)} - {"extra"}
+        known = {k: v for k, v in data.items() if k in names}
+        extra = {k: v for k, v in data.items() if k not in names and k != "extra"}
+        return cls(**known, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        extra = data.pop("extra")
+        data = {**extra, **data}
+        data["model_type"] = "sdar"
+        data["architectures"] = ["SDARForCausalLM"]
+        data.pop("auto_map", None)  # our checkpoints load without remote code
+        if data["torch_dtype"] is None:
+            del data["torch_dtype"]
+        return data
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        if self.eos_token_id is None:
+            return []
+        if isinstance(self.eos_token_id, int):
+            return [self.eos_token_id]
+        return list(self.eos_token_id)
+
+
+def block_causal_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, block_size: int) -> torch.Tensor:
+    """True where a query may attend a key: the key's block is not after the query's block.
+
+    query_pos [T] or [B, T], key_pos [S] -> bool [1 or B, 1, T, S]. Inside a block every token
+    sees every other (bidirectional); across blocks it is causal. With a static KV cache the
+    keys past the current block hold stale values, and this rule is exactly what hides them.
+    """
+    q_block = torch.div(query_pos, block_size, rounding_mode="floor")
+    k_block = torch.div(key_pos, block_size, rounding_mode="floor")
+    if q_block.dim() == 1:
+        q_block = q_block[None]
+    return (k_block[None, None, :] <= q_block[:, :, None])[:, None]
+
+
+def rotary_cos_sin(
+    position_ids: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables for [B, T] positions, as Qwen3 computes them (float32, then cast)."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=position_ids.device).float() / head_dim
+    inv_freq = 1.0 / (theta**exponent)
+    freqs = position_ids[..., None].float() * inv_freq
+    angles = torch.cat((freqs, freqs), dim=-1)
+    return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(dtype)
+
+
+class KVCache:
+    """A static, preallocated key/value cache: one [B, kv_heads, max_len, head_dim] pair per
+    layer. Writes go to explicit positions, so its shapes never change (CUDA-graph safe)."""
+
+    def __init__(self, config: SDARConfig, batch: int, max_len: int, device, dtype: torch.dtype):
+        shape = (batch, config.num_key_value_heads, max_len, config.head_dim)
+        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_hidden_layers)]
+        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_hidden_layers)]
+        self.max_len = max_len
+
+    @property
+    def batch(self) -> int:
+        return self.keys[0].shape[0]
+
+
+class Attention(nn.Module):
+    def __init__(self, config: SDARConfig, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.q_proj = nn.Linear(config.hidden_size, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor,
+        cache: KVCache | None,
+        cache_position: torch.Tensor | None,
+        key_len: int | None,
+    ) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if cache is not None:
+            # Write this call's keys at their positions, then attend over the cache: the
+            # mask decides which cached positions count.
+            cache.keys[self.layer].index_copy_(2, cache_position, k)
+            cache.values[self.layer].index_copy_(2, cache_position, v)
+            k = cache.keys[self.layer][:, :, :key_len]
+            v = cache.values[self.layer][:, :, :key_len]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: SDARConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: SDARConfig, layer: int):
+        super().__init__()
+        self.self_attn = Attention(config, layer)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, x, cos, sin, mask, cache, cache_position, key_len) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, cache_position, key_len)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class SDARModel(nn.Module):
+    def __init__(self, config: SDARConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class SDARForCausalLM(nn.Module):
+    """`model(input_ids)` -> logits [B, T, V] under block-causal attention.
+
+    Optional arguments:
+    - `position_ids` [T] or [B, T] (default 0..T-1);
+    - `attn_mask` bool [T, S] or [B, 1, T, S] (True = may attend) replacing the block-causal
+      mask, e.g. for training on a [noisy ; clean] layout;
+    - `cache` + `cache_position` [T]: write this call's keys/values at those positions of a
+      `KVCache` and attend over its first `key_len` positions (default: all of it) under the
+      block-causal rule on absolute positions.
+    """
+
+    def __init__(self, config: SDARConfig):
+        super().__init__()
+        self.config = config
+        self.model = SDARModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        cache_position: torch.Tensor | None = None,
+        key_len: int | None = None,
+    ) -> torch.Tensor:
+        cfg = self.config
+        b, t = input_ids.shape
+        device = input_ids.device
+        if position_ids is None:
+            position_ids = cache_position if cache_position is not None else torch.arange(t, device=device)
+        if position_ids.dim() == 1:
+            position_ids = position_ids[None].expand(b, t)
+        if cache is not None:
+            if cache_position is None:
+                raise ValueError("a KV cache needs cache_position (where this call's tokens go)")
+            key_len = cache.max_len if key_len is None else key_len
+            key_pos = torch.arange(key_len, device=device)
+        else:
+            key_pos = position_ids[0]
+        if attn_mask is None:
+            attn_mask = block_causal_mask(position_ids, key_pos, cfg.block_size)
+        elif attn_mask.dim() == 2:
+            attn_mask = attn_mask[None, None]
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = rotary_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta, x.dtype)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, attn_mask, cache, cache_position, key_len)
+        return self.lm_head(self.model.norm(x))

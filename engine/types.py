@@ -1,0 +1,69 @@
+"""The engine's data: sampling settings, candidates, progress, errors (docs/architecture.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic")
+
+
+class EngineError(Exception):
+    """A user-facing failure: missing model, bad checkpoint, worker died, bad request."""
+
+
+class Cancelled(EngineError):
+    """The caller asked to stop (should_cancel() returned true, or the task was cancelled)."""
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0
+    strategy: str = "low_confidence_static"  # | "sequential" | "low_confidence_dynamic"
+    steps: int = 4  # denoising steps per block
+    threshold: float = 0.9  # low_confidence_dynamic only
+    block_size: int | None = None  # None = the checkpoint's block_size
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise EngineError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if self.steps < 1:
+            raise EngineError(f"steps must be at least 1, got {self.steps}")
+        if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1:
+            raise EngineError(
+                f"bad sampling: temperature={self.temperature} (>= 0), top_k={self.top_k} (>= 0), "
+                f"top_p={self.top_p} (in (0, 1])"
+            )
+        if self.block_size is not None and self.block_size < 1:
+            raise EngineError(f"block_size must be at least 1, got {self.block_size}")
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> "Sampling":
+        """From an API call's **sampling, refusing unknown names with a clear message."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise EngineError(f"unknown sampling option(s): {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**kwargs)
+
+
+@dataclass
+class Candidate:
+    text: str  # code only, extracted from the answer
+    tokens: int  # tokens generated
+    steps: int  # forward passes spent
+    seconds: float
+    finish_reason: str  # "eos" | "length" | "cancelled"
+    raw: str = ""  # the whole decoded answer, for debugging
+
+
+@dataclass
+class Progress:
+    phase: str  # "prefill" | "decode"
+    block: int  # 1-based block being decoded
+    blocks: int  # max blocks (max_tokens / block_size)
+    step: int
+    tokens: int  # tokens committed so far (per candidate)

@@ -26,6 +26,7 @@ __all__ = [
     "check",
     "find_kernels",
     "parse_spec",
+    "spec_errors_as_diagnostics",
     "spec_template",
 ]
 
@@ -37,9 +38,9 @@ def is_kernelbench(path: str) -> bool:
 
 def check(source: str, path: str) -> list[Diagnostic]:
     """Compile only (no GPU needed) and return the compiler's diagnostics in the document's
-    1-based coordinates, plus a bad `dice:` spec as an error on its line. Raises
-    CompilerMissing for a CUDA document when nvcc is absent."""
+    1-based coordinates. A bad `dice:` spec is not a compiler message: see
+    spec_errors_as_diagnostics. Raises CompilerMissing for a CUDA document when nvcc is absent."""
     if is_kernelbench(path):
         return python_check(source, path)
     include_dirs = [os.path.dirname(os.path.abspath(path))] if path else []
-    return spec_errors_as_diagnostics(source) + nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)
+    return nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)

@@ -1,0 +1,84 @@
+"""The Neovim client end to end: real headless Neovim 0.11, the plugin in editors/nvim, the
+real dice-lsp server as its subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BAD_KERNEL = """\
+__global__ void scale(float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * undefined_name;
+}
+"""
+
+ERROR = 1  # vim.diagnostic.severity.ERROR
+
+
+def lua_string(value: str) -> str:
+    """A Lua string literal (JSON's escapes are valid Lua)."""
+    return json.dumps(value)
+
+
+def test_client_attaches_and_compile_errors_become_diagnostics(nvim):
+    source = nvim.workdir / "bad.cu"
+    source.write_text(BAD_KERNEL)
+    result = nvim.run(
+        f"""
+        local client = T.open({lua_string(str(source))})
+        T.wait("compiler diagnostics", 60000, function() return #vim.diagnostic.get(0) > 0 end)
+        T.finish({{
+          filetype = vim.bo.filetype,
+          server = client.name,
+          commands = {{ fill = vim.fn.exists(":DiceFill"), optimize = vim.fn.exists(":DiceOptimize"),
+                        profile = vim.fn.exists(":DiceProfile") }},
+          server_commands = client.server_capabilities.executeCommandProvider.commands,
+          status = require("dice.status").by_client[client.id],
+          diagnostics = T.diagnostics(),
+        }})
+        """
+    )
+    assert result["filetype"] == "cuda"
+    assert result["commands"] == {"fill": 2, "optimize": 2, "profile": 2}  # 2: a full user command
+    assert {"dice.fill", "dice.optimize", "dice.profile", "dice.applyCandidate"} <= set(result["server_commands"])
+    assert result["status"]["busy"] is False
+    [error] = [d for d in result["diagnostics"] if "undefined_name" in d["message"]]
+    assert (error["lnum"], error["severity"]) == (3, ERROR)
+    assert BAD_KERNEL.splitlines()[3][error["col"] :].startswith("undefined_name")
+    # Settings left at their defaults: the server must not complain about them.
+    assert not [n for n in result["notes"] if "settings" in n], result["notes"]
+
+
+def test_checkhealth_reports_server_model_and_gpu(nvim):
+    source = nvim.workdir / "bad.cu"
+    source.write_text(BAD_KERNEL)
+    result = nvim.run(
+        f"""
+        T.open({lua_string(str(source))})
+        vim.cmd("checkhealth dice")
+        T.finish({{ lines = T.lines() }})
+        """
+    )
+    report = "\n".join(result["lines"])
+    assert "- ✅ OK Neovim 0.1" in report
+    assert "- ✅ OK server command: " in report and "dice_lsp.server" in report
+    assert "- ✅ OK dice-lsp running" in report
+    assert "model: " in report
+    assert "GPU: " in report
+
+
+def test_checkhealth_names_a_missing_server(nvim):
+    missing = "/nonexistent/bin/dice-lsp"
+    result = nvim.run(
+        """
+        vim.cmd("checkhealth dice")
+        T.finish({ lines = T.lines() })
+        """,
+        setup={"cmd": [missing]},
+    )
+    report = "\n".join(result["lines"])
+    assert f"ERROR server command not found: {missing}" in report
+    assert "pip install dice-lsp" in report
+    assert "no dice-lsp running" in report

@@ -11,11 +11,15 @@ import os
 
 from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, Param, find_kernels
+from profiler.gpu import gpu_name
+from profiler.judge import judge, profile
 from profiler.python_check import python_check
 from profiler.results import Diagnostic, Verdict
+from profiler.sandbox import Cancelled
 from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
 
 __all__ = [
+    "Cancelled",
     "CompilerMissing",
     "Diagnostic",
     "Kernel",
@@ -25,6 +29,9 @@ __all__ = [
     "Verdict",
     "check",
     "find_kernels",
+    "gpu_name",
+    "judge",
+    "profile",
     "parse_spec",
     "spec_errors_as_diagnostics",
     "spec_template",

@@ -17,17 +17,11 @@ import re
 from dataclasses import dataclass, field
 
 from profiler.cuda_source import Kernel, find_kernels, parse
+from profiler.dtypes import FLOAT_TYPES, INT_TYPES
 
 Number = int | float
 Dim3 = tuple[int, int, int]
 
-INT_TYPES = {
-    "int", "unsigned", "unsigned int", "long", "long long", "unsigned long", "unsigned long long",
-    "short", "unsigned short", "char", "signed char", "unsigned char", "size_t", "int8_t", "int16_t",
-    "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "long int", "long long int",
-    "unsigned long int", "unsigned long long int", "bool",
-}
-FLOAT_TYPES = {"float", "double", "__half", "half", "__nv_bfloat16", "nv_bfloat16"}
 MAX_THREADS_PER_BLOCK = 1024
 
 

@@ -1,0 +1,319 @@
+"""Judge a .cu candidate inside the sandbox: build with NVRTC (CuPy), fill inputs, poison
+outputs, compare with the baseline on fresh input sets, time both interleaved, and check
+once more after timing (a kernel that is right only for the first few calls is caught).
+
+The request (built by profiler.judge) carries the baseline's spec resolved to parameters:
+    {"kind": "cuda", "kernel", "baseline": {"source", "filename"}, "candidate": ... | None,
+     "params": [{"name", "dtype", "pointer", "role": "input"|"output"|"inout"|"scalar",
+                 "count", "value"}], "grid", "block", "shared", "flops", "seeds",
+     "time_budget_s"}
+A candidate of None profiles the baseline alone: its outputs must be fully written and the
+same on two runs, and it is timed without a comparison.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler import gpu
+from profiler.compile import content_key, find_nvcc, parse_compiler_output
+from profiler.dtypes import itemsize, storage_dtype
+from profiler.paths import cache_dir
+from profiler.results import Diagnostic, Verdict
+from profiler.runner import Phase
+from profiler.stats import CI_METHOD
+from profiler.timing import time_one, time_pair
+from profiler.verify import compare, is_float, poison_byte
+
+INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
+
+
+class CompileFailed(Exception):
+    def __init__(self, diagnostics: list[Diagnostic], log: str):
+        super().__init__(log)
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class Built:
+    function: Any  # cupy.RawKernel
+    module: Any  # keeps the module (and so the function) alive
+    compiler: str  # "nvrtc" | "nvcc"
+    registers: int | None = None
+    static_shared_bytes: int | None = None
+
+
+# ------------------------------------------------------------------ build
+
+def _log_filename(log: str, fallback: str) -> str:
+    match = re.search(r"^(\S+?)\(\d+\): ", log, re.MULTILINE)
+    return match.group(1) if match else fallback
+
+
+def _nvcc_cubin(source: str, filename: str, arch: str) -> tuple[Path, str]:
+    """Compile with nvcc to a cubin cached by content hash + arch; (path, ptxas -v log)."""
+    nvcc = find_nvcc()
+    key = content_key(source, arch, "nvcc-cubin")
+    folder = cache_dir("cubin")
+    cubin, log_path = folder / f"{key}.cubin", folder / f"{key}.log"
+    if cubin.is_file() and log_path.is_file():
+        return cubin, log_path.read_text()
+    with tempfile.TemporaryDirectory(prefix="dice-nvcc-") as tmp:
+        src = Path(tmp) / (Path(filename).stem + ".cu")
+        src.write_text(source)
+        out = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+                              "-o", str(Path(tmp) / "k.cubin"), str(src)],
+                             capture_output=True, text=True, timeout=300, cwd=tmp)
+        log = out.stdout + out.stderr
+        if out.returncode != 0:
+            diagnostics = parse_compiler_output(log, src.name, source)
+            raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log)
+        (Path(tmp) / "k.cubin").replace(cubin)
+    log_path.write_text(log)
+    return cubin, log
+
+
+def _entry_name(ptxas_log: str, kernel: str) -> str:
+    """The symbol of `kernel` among the entry functions ptxas compiled (C++-mangled or not)."""
+    entries = re.findall(r"Compiling entry function '([^']+)'", ptxas_log)
+    for entry in entries:
+        if entry == kernel or entry.startswith(f"_Z{len(kernel)}{kernel}"):
+            return entry
+    raise CompileFailed([Diagnostic(1, 1, "error", f"no entry function for kernel {kernel} (found {entries})")],
+                        ptxas_log)
+
+
+def build(source: str, filename: str, kernel: str) -> Built:
+    """NVRTC first (CuPy caches it by content and architecture); a document NVRTC cannot
+    take (host code, standard headers) is built by nvcc into a cached cubin."""
+    import cupy
+
+    try:
+        module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=(kernel,))
+        function = module.get_function(kernel)
+        compiler = "nvrtc"
+    except cupy.cuda.compiler.CompileException as exc:
+        log = str(exc)
+        if find_nvcc() is None:
+            diagnostics = parse_compiler_output(log, _log_filename(log, filename), source)
+            raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log) from exc
+        cubin, ptxas_log = _nvcc_cubin(source, filename, f"sm_{cupy.cuda.Device().compute_capability}")
+        module = cupy.RawModule(path=str(cubin))
+        function = module.get_function(_entry_name(ptxas_log, kernel))
+        compiler = "nvcc"
+    attributes = function.attributes  # also forces the load: a bad module fails here, not later
+    return Built(function, module, compiler, attributes.get("num_regs"), attributes.get("shared_size_bytes"))
+
+
+# ------------------------------------------------------------------ data
+
+def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    bits = values.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def make_inputs(params: list[dict], seed: int) -> dict[str, np.ndarray]:
+    """Fresh signed random contents for every input and inout buffer (host arrays in their
+    device storage dtype)."""
+    rng = np.random.default_rng(seed)
+    host: dict[str, np.ndarray] = {}
+    for p in params:
+        if p["role"] not in ("input", "inout"):
+            continue
+        dtype, count = p["dtype"], p["count"]
+        if is_float(dtype):
+            values = rng.standard_normal(count, dtype=np.float32)
+            host[p["name"]] = _to_bf16_bits(values) if dtype == "bfloat16" else values.astype(dtype)
+        elif dtype == "bool":
+            host[p["name"]] = rng.integers(0, 2, count).astype(np.bool_)
+        else:
+            low, high = INT_INPUT_RANGE["unsigned" if dtype.startswith("u") else "signed"]
+            host[p["name"]] = rng.integers(low, high, count).astype(dtype)
+    return host
+
+
+def _scalar(p: dict):
+    if p["dtype"] == "bfloat16":
+        return _to_bf16_bits(np.array([p["value"]], dtype=np.float32))[0]
+    return np.dtype(p["dtype"]).type(p["value"])
+
+
+@dataclass
+class Side:
+    """One compiled kernel with buffers of its own (so one side cannot see the other's)."""
+
+    built: Built
+    params: list[dict]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    buffers: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import cupy
+
+        for p in self.params:
+            if p["pointer"]:
+                self.buffers[p["name"]] = cupy.empty(p["count"], dtype=storage_dtype(p["dtype"]))
+        if self.shared > 48 * 1024:
+            self.built.function.max_dynamic_shared_size_bytes = self.shared
+        self.args = tuple(self.buffers[p["name"]] if p["pointer"] else _scalar(p) for p in self.params)
+
+    def load(self, host: dict[str, np.ndarray]) -> None:
+        """Inputs and inouts from `host`; outputs poisoned."""
+        import cupy
+
+        for p in self.params:
+            if p["name"] in host:
+                self.buffers[p["name"]].set(host[p["name"]])
+            elif p["role"] == "output":
+                self.buffers[p["name"]].view(cupy.uint8).fill(poison_byte(p["dtype"]))
+
+    def launch(self) -> None:
+        self.built.function(self.grid, self.block, self.args, shared_mem=self.shared)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        result = {}
+        for p in self.params:
+            if p["role"] in ("output", "inout"):
+                values = self.buffers[p["name"]].get()
+                result[p["name"]] = _from_bf16_bits(values) if p["dtype"] == "bfloat16" else values
+        return result
+
+    def modified_input(self, host: dict[str, np.ndarray]) -> str | None:
+        for p in self.params:
+            if p["role"] == "input" and not np.array_equal(self.buffers[p["name"]].get(), host[p["name"]]):
+                return p["name"]
+        return None
+
+
+def _run(side: Side, host: dict[str, np.ndarray], phase: str) -> dict[str, np.ndarray]:
+    import cupy
+
+    Phase.set(phase)
+    side.load(host)
+    side.launch()
+    # A device-wide synchronize: work the kernel left anywhere must finish before reading.
+    cupy.cuda.runtime.deviceSynchronize()
+    return side.outputs()
+
+
+def _mismatch(params: list[dict], base: dict, cand: dict) -> str | None:
+    for p in params:
+        if p["name"] in base:
+            found = compare(p["name"], base[p["name"]], cand[p["name"]], p["dtype"])
+            if found is not None:
+                return str(found)
+    return None
+
+
+def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what: str) -> str | None:
+    host = make_inputs(params, seed)
+    expected = _run(reference, host, "baseline run")
+    got = _run(other, host, f"{what} run")
+    problem = _mismatch(params, expected, got)
+    if problem is None and (changed := other.modified_input(host)) is not None:
+        problem = f"{changed}: the kernel wrote into this const input"
+    return problem
+
+
+# ------------------------------------------------------------------ the verdict
+
+def _bytes_moved(params: list[dict]) -> int:
+    factor = {"input": 1, "output": 1, "inout": 2}
+    return sum(factor[p["role"]] * p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"])
+
+
+def _gbs(nbytes: int, ms: float) -> float:
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def run_cuda(request: dict) -> Verdict:
+    import cupy
+
+    from profiler.device import cupy_ops, cupy_peak_bandwidth_gbs
+
+    kernel, params = request["kernel"], request["params"]
+    launch = (tuple(request["grid"]), tuple(request["block"]), int(request["shared"]))
+    Phase.set("compile baseline")
+    try:
+        base_built = build(request["baseline"]["source"], request["baseline"]["filename"], kernel)
+    except CompileFailed as exc:
+        return Verdict.failed("error", f"the baseline does not compile: {exc.diagnostics[0].message}")
+    candidate = request["candidate"]
+    profiling = candidate is None
+    Phase.set("compile")
+    try:
+        cand_built = base_built if profiling else build(candidate["source"], candidate["filename"], kernel)
+    except CompileFailed as exc:
+        first = next((d for d in exc.diagnostics if d.severity == "error"), exc.diagnostics[0])
+        return Verdict.failed("compile_error", f"does not compile: line {first.line}: {first.message}",
+                              diagnostics=exc.diagnostics, kernel=kernel)
+    device = cupy.cuda.Device()
+    gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
+    baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)
+    what = "second" if profiling else "candidate"
+    seeds = request["seeds"]
+    common = dict(kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
+                  shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2], compiled=True)
+    for checked, seed in enumerate(seeds[:-1]):
+        problem = _check_set(baseline, cand, params, seed, what)
+        if problem is not None:
+            return Verdict.failed("wrong", f"wrong on input set {checked + 1}: {problem}",
+                                  inputs_checked=checked, extra={"seeds": seeds}, **common)
+    Phase.set("timing")
+    ops = cupy_ops()
+    budget = float(request["time_budget_s"])
+    extra: dict = {"seeds": seeds, "compiler": cand_built.compiler, "ci_method": CI_METHOD,
+                   "baseline_registers": base_built.registers}
+    if profiling:
+        summary = time_one(baseline.launch, ops, budget_s=budget)
+        time_ms, base_ms, speedup = summary.median_ms, None, None
+        extra["timing"] = summary.to_json()
+    else:
+        pair = time_pair(baseline.launch, cand.launch, ops, budget_s=budget)
+        time_ms, base_ms, speedup = pair.candidate.median_ms, pair.baseline.median_ms, pair.speedup
+        extra["timing"] = pair.to_json()
+    extra["clocks_mhz"] = gpu.clocks_mhz()
+    # Checked again after the timing runs: right at first and wrong later is still wrong.
+    problem = _check_set(baseline, cand, params, seeds[-1], what)
+    if problem is not None:
+        return Verdict.failed("wrong", f"wrong on the input set checked after timing: {problem}",
+                              inputs_checked=len(seeds) - 1, extra=extra, **common)
+    Phase.set("peak bandwidth")
+    peak = cupy_peak_bandwidth_gbs(gpu_name, ops)
+    moved = _bytes_moved(params)
+    bandwidth = _gbs(moved, time_ms)
+    extra["bytes_moved"] = moved
+    if base_ms is not None:
+        extra["baseline_bandwidth_gbs"] = _gbs(moved, base_ms)
+    if request.get("flops"):
+        extra["tflops"] = request["flops"] / (time_ms * 1e-3) / 1e12
+        if base_ms is not None:
+            extra["baseline_tflops"] = request["flops"] / (base_ms * 1e-3) / 1e12
+    roof = f"{bandwidth:.0f} GB/s ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
+    if profiling:
+        spread = extra["timing"]["iqr_ms"]
+        return Verdict("not_faster", True, None, None, None, time_ms, None, [],
+                       f"{time_ms:.4f} ms median (IQR {spread:.4f} ms), {roof}; outputs fully written and "
+                       f"repeatable on {len(seeds)} input sets (nothing to compare with)",
+                       inputs_checked=len(seeds), bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak,
+                       extra=extra, **{k: v for k, v in common.items() if k != "compiled"})
+    status = "faster" if speedup.faster else "not_faster"
+    interval = f"{speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)"
+    message = (f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})" if speedup.faster
+               else f"not faster: {interval}") + f", correct on {len(seeds)} input sets; {roof}"
+    return Verdict(status, True, True, speedup.ratio, (speedup.low, speedup.high), time_ms, base_ms, [],
+                   message, inputs_checked=len(seeds), bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak,
+                   extra=extra, **{k: v for k, v in common.items() if k != "compiled"})

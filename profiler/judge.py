@@ -1,0 +1,247 @@
+"""judge() and profile(): the parent side. Cheap checks here (spec, signature, nvcc
+diagnostics), everything that runs code in a fresh sandboxed process per candidate.
+
+Never imports torch or CuPy: the language server calls these from a thread.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import secrets
+from typing import Callable
+
+from profiler.compile import CompilerMissing, nvcc_check
+from profiler.cuda_source import Kernel, find_kernel
+from profiler.dtypes import dtype_name
+from profiler.gpu import gpu_name
+from profiler.python_check import python_check
+from profiler.results import Diagnostic, Verdict
+from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
+from profiler.spec import Spec, SpecError, parse_spec
+
+INPUT_SETS = 3  # checked before timing; one more is checked after it
+NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
+                "(the \"Add benchmark spec\" code action writes a template)")
+
+ProgressFn = Callable[[int, int], None]
+
+
+def _seeds() -> list[int]:
+    """Fresh seeds for every check, so a candidate cannot be tuned to known inputs."""
+    return [secrets.randbits(31) for _ in range(INPUT_SETS + 1)]
+
+
+def _time_budget(time_limit: float) -> float:
+    """Seconds of timing runs per candidate: a share of its limit, at most 2 s."""
+    return max(0.2, min(2.0, 0.2 * time_limit))
+
+
+def _from_sandbox(outcome: SandboxOutcome, **fields) -> Verdict:
+    if outcome.status == "ok":
+        verdict = Verdict.from_json(outcome.result)
+        for key, value in fields.items():
+            if getattr(verdict, key) in (None, []):
+                setattr(verdict, key, value)
+        return verdict
+    status = "timeout" if outcome.status == "timeout" else "crash"
+    verdict = Verdict.failed(status, f"{'timed out' if status == 'timeout' else 'crashed'}: {outcome.why()}",
+                             **fields)
+    verdict.extra["stderr_tail"] = outcome.stderr_tail
+    return verdict
+
+
+# ------------------------------------------------------------------ .cu documents
+
+def _resolve_params(kernel: Kernel, spec: Spec) -> list[dict]:
+    """The kernel's parameters with what the spec gives them, as the runner takes them."""
+    params = []
+    for p in kernel.params:
+        dtype = dtype_name(p.type)
+        if dtype is None:
+            raise ValueError(f"parameter {p.name} has type {p.type}, which the profiler cannot fill "
+                             "(supported: float, double, __half, __nv_bfloat16 and integer types)")
+        role = ("inout" if p.name in spec.inout else "input" if p.const else "output") if p.pointer else "scalar"
+        params.append({"name": p.name, "dtype": dtype, "pointer": p.pointer, "role": role,
+                       "count": spec.buffers.get(p.name), "value": spec.args.get(p.name)})
+    return params
+
+
+def _signature_change(base: Kernel, cand: Kernel) -> str | None:
+    shape = lambda k: [(p.type, p.pointer, p.const and p.pointer) for p in k.params]  # noqa: E731
+    if shape(base) != shape(cand):
+        def show(k):
+            return ", ".join(f"{'const ' if p.const else ''}{p.type}{'*' if p.pointer else ''}" for p in k.params)
+        return f"the candidate changed the signature of {base.name}: ({show(cand)}), expected ({show(base)})"
+    return None
+
+
+def _nvcc_diagnostics(source: str, path: str) -> list[Diagnostic] | None:
+    """nvcc's messages, or None when there is no nvcc here (the sandbox's NVRTC decides)."""
+    include_dirs = [os.path.dirname(os.path.abspath(path))] if path else []
+    try:
+        return nvcc_check(source, path, include_dirs=include_dirs)
+    except CompilerMissing:
+        return None
+
+
+class _CudaJob:
+    """The baseline side of judging a .cu document, resolved once for all its candidates."""
+
+    def __init__(self, baseline: str, path: str, kernel: str | None):
+        self.baseline, self.path = baseline, path
+        self.kernel = find_kernel(baseline, kernel)  # ValueError: no such kernel
+        spec = parse_spec(baseline).get(self.kernel.name)  # SpecError: a bad spec
+        self.spec = spec
+        self.params = _resolve_params(self.kernel, spec) if spec is not None else None
+
+    def request(self, candidate: str | None, time_limit: float) -> dict:
+        filename = os.path.basename(self.path) or "kernel.cu"
+        return {
+            "kind": "cuda",
+            "kernel": self.kernel.name,
+            "baseline": {"source": self.baseline, "filename": filename},
+            "candidate": None if candidate is None else {"source": candidate, "filename": filename},
+            "params": self.params,
+            "grid": list(self.spec.grid),
+            "block": list(self.spec.block),
+            "shared": self.spec.shared,
+            "flops": self.spec.flops,
+            "seeds": _seeds(),
+            "time_budget_s": _time_budget(time_limit),
+        }
+
+    def judge(self, candidate: str | None, time_limit: float, should_cancel) -> Verdict:
+        """One candidate (None: the baseline itself, profiled)."""
+        source = self.baseline if candidate is None else candidate
+        name = self.kernel.name
+        diagnostics = _nvcc_diagnostics(source, self.path)
+        if diagnostics and any(d.severity == "error" for d in diagnostics):
+            first = next(d for d in diagnostics if d.severity == "error")
+            return Verdict.failed("compile_error", f"does not compile: line {first.line}: {first.message}",
+                                  diagnostics=diagnostics, kernel=name)
+        compiled = diagnostics is not None  # nvcc said so; without nvcc only the sandbox can tell
+        diagnostics = diagnostics or []
+        if candidate is not None:
+            try:
+                problem = _signature_change(self.kernel, find_kernel(candidate, name))
+            except ValueError as exc:
+                problem = f"the candidate has no kernel {name}: {exc}"
+            if problem is not None:
+                return Verdict.failed("wrong", problem, diagnostics=diagnostics, compiled=compiled, kernel=name)
+        if self.spec is None:
+            return Verdict.failed("no_spec", NO_SPEC_HINT, diagnostics=diagnostics, compiled=compiled,
+                                  kernel=name)
+        if gpu_name() is None:
+            said = "compiles" if compiled else "not compiled (no nvcc)"
+            return Verdict.failed("no_gpu", f"{said}; not timed: no GPU", diagnostics=diagnostics,
+                                  compiled=compiled, kernel=name)
+        outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=should_cancel)
+        return _from_sandbox(outcome, diagnostics=diagnostics, kernel=name)
+
+
+def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kernel: str | None,
+                   time_limit: float, on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
+    try:
+        job = _CudaJob(baseline, path, kernel)
+    except SpecError as exc:
+        return [Verdict.failed("error", f"bad dice spec at line {exc.line}, column {exc.column}: {exc.message}",
+                               diagnostics=[Diagnostic(exc.line, exc.column, "error", f"dice spec: {exc.message}")])
+                for _ in candidates]
+    except ValueError as exc:
+        return [Verdict.failed("error", str(exc)) for _ in candidates]
+    verdicts = []
+    for index, candidate in enumerate(candidates, start=1):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("cancelled")
+        if on_progress is not None:
+            on_progress(index, len(candidates))
+        verdicts.append(job.judge(candidate, time_limit, should_cancel))
+    return verdicts
+
+
+# ------------------------------------------------------------------ KernelBench documents
+
+def defines_model_new(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+
+
+def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
+                         should_cancel, *, with_compile: bool) -> Verdict:
+    source = baseline if candidate is None else candidate
+    diagnostics = python_check(source, path)
+    if diagnostics:
+        return Verdict.failed("compile_error", f"does not parse: line {diagnostics[0].line}: "
+                                               f"{diagnostics[0].message}", diagnostics=diagnostics)
+    filename = os.path.basename(path) or "model.py"
+    request = {
+        "kind": "kernelbench",
+        "baseline": {"source": baseline, "filename": filename},
+        "candidate": None if candidate is None else {"source": candidate, "filename": filename},
+        "seeds": _seeds(),
+        "time_budget_s": _time_budget(time_limit),
+    }
+    verdict = _from_sandbox(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+    if with_compile and verdict.time_ms is not None:
+        _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+    return verdict
+
+
+def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float, should_cancel) -> None:
+    """torch.compile(Model) as a second baseline, in a sandbox of its own (it may be slow or
+    fail: then the verdict says so and keeps the eager comparison)."""
+    request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
+               "seeds": _seeds(), "time_budget_s": _time_budget(time_limit)}
+    outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel)
+    result = outcome.result if outcome.status == "ok" else None
+    if result is None or "compile_ms" not in result.get("extra", {}):
+        why = result["message"] if result else outcome.why()
+        verdict.extra["torch_compile"] = f"not timed: {why}"
+        return
+    compile_ms = result["extra"]["compile_ms"]
+    verdict.extra["compile_ms"] = compile_ms
+    verdict.extra["speedup_vs_compile"] = compile_ms / verdict.time_ms
+    verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
+
+
+def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
+                          on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
+    verdicts = []
+    for index, candidate in enumerate(candidates, start=1):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("cancelled")
+        if on_progress is not None:
+            on_progress(index, len(candidates))
+        # torch.compile costs a process and its compile time: once per judge call is enough.
+        verdicts.append(_kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
+                                             with_compile=len(candidates) == 1))
+    return verdicts
+
+
+# ------------------------------------------------------------------ public
+
+def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None = None,
+          time_limit: float = 60.0, on_progress: ProgressFn | None = None,
+          should_cancel: Callable[[], bool] | None = None) -> list[Verdict]:
+    """A verdict for each candidate document against the baseline document, each candidate
+    in a fresh sandboxed process. on_progress(index, total) is called before each
+    (1-based); should_cancel() is polled and raises Cancelled when it turns true."""
+    if path.endswith(".py"):
+        return _kernelbench_verdicts(baseline, list(candidates), path, time_limit, on_progress, should_cancel)
+    return _cuda_verdicts(baseline, list(candidates), path, kernel, time_limit, on_progress, should_cancel)
+
+
+def profile(source: str, path: str, *, kernel: str | None = None, time_limit: float = 60.0,
+            should_cancel: Callable[[], bool] | None = None) -> Verdict:
+    """Compile, check and time what the document holds: a .cu kernel alone (outputs fully
+    written and repeatable), or a KernelBench ModelNew against its Model (Model alone when
+    there is no ModelNew), with torch.compile(Model) as a second baseline."""
+    if path.endswith(".py"):
+        candidate = source if defines_model_new(source) else None
+        return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True)
+    (verdict,) = _cuda_verdicts(source, [None], path, kernel, time_limit, None, should_cancel)
+    return verdict

@@ -1,0 +1,344 @@
+"""Judge a KernelBench-format document inside the sandbox: `Model` of the baseline document
+against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
+is loaded), with the same weights, on fresh inputs from `get_inputs()`.
+
+Inputs: every set uses a fresh seed; float inputs that get_inputs() makes non-negative
+(torch.rand) are also tried shifted to [-1, 1), unless the baseline stops being finite on
+them (some problems need positive inputs). Outputs: returned tensors, so "poisoning" means
+the allocator's free blocks of each output's size are filled with NaN bytes before every
+candidate run: an output the kernel leaves unwritten then reads as NaN, not as the
+baseline's last result.
+
+The request: {"kind": "kernelbench", "baseline": {"source", "filename"},
+"candidate": {...} | None, "seeds", "time_budget_s"}. A candidate of None times Model alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from profiler import gpu
+from profiler.compile import parse_compiler_output
+from profiler.results import Diagnostic, Verdict
+from profiler.runner import Phase
+from profiler.stats import CI_METHOD
+from profiler.timing import escape_check, escaped_timer, time_one, time_pair
+from profiler.verify import compare
+
+_BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
+
+
+# ------------------------------------------------------------------ loading
+
+def load_document(source: str, filename: str, module_name: str) -> types.ModuleType:
+    """Execute a document as a fresh module (this is where load_inline builds its CUDA)."""
+    module = types.ModuleType(module_name)
+    module.__file__ = filename
+    sys.modules[module_name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def _string_constants(document: str) -> list[ast.Constant]:
+    try:
+        tree = ast.parse(document)
+    except SyntaxError:
+        return []
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and len(n.value) > 20]
+
+
+def map_build_log(log: str, document: str) -> list[Diagnostic]:
+    """Compiler messages about the files load_inline wrote (cuda.cu, main.cpp) moved to the
+    lines of the Python string they came from: the string's text is found in the file, and
+    line L of the file maps to the string's first line plus (L - the line it starts on)."""
+    diagnostics: list[Diagnostic] = []
+    constants = _string_constants(document)
+    for path in dict.fromkeys(_BUILD_FILE.findall(log)):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        placed = [(text.index(c.value), c) for c in constants if c.value in text]
+        if not placed:
+            continue
+        start, constant = max(placed, key=lambda pc: len(pc[1].value))
+        first_line = text[:start].count("\n") + 1
+        # The log names files by full path; parse as if the path were the document's name.
+        for d in parse_compiler_output(log, path, text):
+            if d.message.startswith("/") or not (first_line <= d.line < first_line + constant.value.count("\n") + 1):
+                continue  # a header's message, or torch's own lines around the user's string
+            line = constant.lineno + d.line - first_line
+            column = d.column + (constant.col_offset + 3 if d.line == first_line else 0)
+            diagnostics.append(Diagnostic(line, column, d.severity, d.message))
+    return diagnostics
+
+
+def _build_failure(exc: BaseException, document: str) -> Verdict:
+    log = str(exc)
+    diagnostics = map_build_log(log, document)
+    if not diagnostics:
+        tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]
+        diagnostics = [Diagnostic(1, 1, "error", f"{type(exc).__name__}: {' '.join(tail)[:600]}")]
+    first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0])
+    return Verdict.failed("compile_error", f"does not build: line {first.line}: {first.message}",
+                          diagnostics=diagnostics)
+
+
+# ------------------------------------------------------------------ data
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _to_device(values: list) -> list:
+    import torch
+
+    return [v.cuda() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _signed(values: list) -> list:
+    """Non-negative float inputs (torch.rand) shifted to [-1, 1)."""
+    import torch
+
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() and bool((v >= 0).all()):
+            v = v * 2 - 1
+        out.append(v)
+    return out
+
+
+def _clone(values: list) -> list:
+    import torch
+
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _host(t) -> tuple[Any, str]:
+    import torch
+
+    name = str(t.dtype).removeprefix("torch.")
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.cpu().numpy(), name
+
+
+def _poison_allocator(like: list) -> None:
+    """Leave NaN-byte blocks of each output's size in the caching allocator's free list."""
+    import torch
+
+    blocks = [torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device).fill_(0xFF)
+              for t in like]
+    torch.cuda.synchronize()
+    del blocks
+
+
+def _mismatch(expected: list, got: list) -> str | None:
+    if len(expected) != len(got):
+        return f"{len(got)} output tensors, expected {len(expected)}"
+    for i, (e, g) in enumerate(zip(expected, got)):
+        if e.dtype != g.dtype:
+            return f"output {i}: dtype {g.dtype}, expected {e.dtype}"
+        base, name = _host(e)
+        cand, _ = _host(g)
+        found = compare(f"output {i}", base, cand, name)
+        if found is not None:
+            return str(found)
+    return None
+
+
+class Problem:
+    """Model (baseline), ModelNew (candidate) and their inputs, in this process."""
+
+    def __init__(self, base_module, cand_module, seed: int):
+        import torch
+
+        self.get_inputs = base_module.get_inputs
+        init = base_module.get_init_inputs()
+        torch.manual_seed(seed)
+        self.model = base_module.Model(*init).cuda()
+        self.new = None
+        self.weights_note = ""
+        if cand_module is not None:
+            if not hasattr(cand_module, "ModelNew"):
+                raise LookupError("the candidate defines no ModelNew")
+            torch.manual_seed(seed)
+            self.new = cand_module.ModelNew(*init).cuda()
+            try:
+                result = self.new.load_state_dict(self.model.state_dict(), strict=False)
+                if result.missing_keys:
+                    self.weights_note = f"ModelNew parameters not in Model: {', '.join(result.missing_keys[:5])}"
+            except RuntimeError as exc:  # shapes differ: ModelNew keeps its own (seeded) weights
+                self.weights_note = f"weights not copied: {str(exc).splitlines()[0][:200]}"
+        self.signed_ok: bool | None = None
+
+    def inputs(self, seed: int, signed: bool) -> list:
+        import torch
+
+        torch.manual_seed(seed)
+        values = _to_device(self.get_inputs())
+        return _signed(values) if signed else values
+
+    def check(self, seed: int, signed: bool, what: str) -> str | None:
+        import torch
+
+        inputs = self.inputs(seed, signed)
+        Phase.set("baseline run")
+        expected = _tensors(self.model(*_clone(inputs)))
+        torch.cuda.synchronize()
+        if signed and self.signed_ok is None:
+            self.signed_ok = all(bool(torch.isfinite(t).all()) for t in expected if t.is_floating_point())
+            if not self.signed_ok:
+                return None
+        runner = self.new if self.new is not None else self.model
+        _poison_allocator(expected)
+        Phase.set(f"{what} run")
+        got = _tensors(runner(*_clone(inputs)))
+        torch.cuda.synchronize()  # work left on any stream must finish before reading
+        return _mismatch(expected, got)
+
+
+def _bytes_moved(inputs: list, outputs: list) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(inputs) + _tensors(outputs))
+
+
+# ------------------------------------------------------------------ the verdict
+
+def run_kernelbench(request: dict) -> Verdict:
+    import torch
+
+    from profiler.device import torch_ops, torch_peak_bandwidth_gbs
+
+    torch.set_grad_enabled(False)
+    # The baseline is true fp32: TF32 in cuBLAS/cuDNN would make an exact kernel look wrong.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    baseline, candidate = request["baseline"], request["candidate"]
+    profiling = candidate is None
+    Phase.set("load baseline")
+    base_module = load_document(baseline["source"], baseline["filename"], "dice_baseline")
+    cand_module = None
+    if not profiling:
+        Phase.set("compile")
+        try:
+            cand_module = load_document(candidate["source"], candidate["filename"], "dice_candidate")
+        except Exception as exc:
+            if not torch.cuda.is_available():
+                return Verdict.failed("no_gpu", f"not run: no GPU (the candidate cannot be built here: "
+                                                f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})")
+            return _build_failure(exc, candidate["source"])
+    if not torch.cuda.is_available():
+        return Verdict.failed("no_gpu", "loaded; not timed: no GPU", compiled=True)
+    seeds = request["seeds"]
+    gpu_name = torch.cuda.get_device_name()
+    Phase.set("construct models")
+    problem = Problem(base_module, cand_module, seeds[0])
+    what = "second" if profiling else "candidate"
+    common = dict(gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
+    extra: dict = {"seeds": seeds, "ci_method": CI_METHOD}
+    if problem.weights_note:
+        extra["weights"] = problem.weights_note
+    checked = 0
+    for i, seed in enumerate(seeds[:-1]):
+        signed = i % 2 == 1 and problem.signed_ok is not False
+        problem_text = problem.check(seed, signed, what)
+        if problem_text is None and signed and problem.signed_ok is False:
+            problem_text = problem.check(seed, False, what)  # the baseline needs non-negative inputs
+        if problem_text is not None:
+            return Verdict.failed("wrong", f"wrong on input set {i + 1}: {problem_text}", compiled=True,
+                                  inputs_checked=checked, extra=extra, **common)
+        checked += 1
+    extra["signed_inputs"] = bool(problem.signed_ok)
+    Phase.set("timing")
+    ops = torch_ops()
+    inputs = problem.inputs(seeds[0], False)
+    base_inputs, cand_inputs = _clone(inputs), _clone(inputs)
+    runner = problem.new if problem.new is not None else problem.model
+    base_fn = lambda: problem.model(*base_inputs)  # noqa: E731 - closures the timer calls
+    cand_fn = lambda: runner(*cand_inputs)  # noqa: E731
+    budget = float(request["time_budget_s"])
+    moved = _bytes_moved(inputs, _tensors(base_fn()))
+    if profiling:
+        summary = time_one(base_fn, ops, budget_s=budget)
+        time_ms, base_ms, speedup = summary.median_ms, None, None
+        extra["timing"] = summary.to_json()
+    else:
+        pair = time_pair(base_fn, cand_fn, ops, budget_s=budget)
+        time_ms, base_ms, speedup = pair.candidate.median_ms, pair.baseline.median_ms, pair.speedup
+        extra["timing"] = pair.to_json()
+        base_escape, cand_escape = escape_check(base_fn, ops), escape_check(cand_fn, ops)
+        extra["escape_check"] = {"baseline": vars(base_escape), "candidate": vars(cand_escape)}
+        extra["escaped_timer"] = escaped_timer(base_escape, cand_escape)
+    extra["clocks_mhz"] = gpu.clocks_mhz()
+    final = problem.check(seeds[-1], bool(problem.signed_ok), what)
+    if final is not None:
+        return Verdict.failed("wrong", f"wrong on the input set checked after timing: {final}", compiled=True,
+                              inputs_checked=checked, extra=extra, **common)
+    checked += 1
+    Phase.set("peak bandwidth")
+    peak = torch_peak_bandwidth_gbs(gpu_name, ops)
+    bandwidth = moved / (time_ms * 1e-3) / 1e9
+    extra["bytes_moved"] = moved
+    roof = f"{bandwidth:.0f} GB/s of inputs+outputs ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
+    against = "eager PyTorch Model"
+    if profiling:
+        return Verdict("not_faster", True, None, None, None, time_ms, None, [],
+                       f"Model: {time_ms:.4f} ms median (eager), {roof}; no ModelNew to compare with",
+                       inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak, extra=extra,
+                       **common)
+    if extra["escaped_timer"]:
+        wall = base_escape.wall_ms / cand_escape.wall_ms
+        return Verdict("not_faster", True, True, wall, None, cand_escape.wall_ms, base_escape.wall_ms, [],
+                       f"work escaped the CUDA events (another stream?): the events saw "
+                       f"{cand_escape.event_ms:.4f} ms, the device was busy {cand_escape.wall_ms:.4f} ms; "
+                       f"by wall clock {wall:.2f}x vs {against}, correct on {checked} input sets",
+                       inputs_checked=checked, extra=extra, **common)
+    status = "faster" if speedup.faster else "not_faster"
+    head = (f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})" if speedup.faster
+            else f"not faster: {speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)")
+    return Verdict(status, True, True, speedup.ratio, (speedup.low, speedup.high), time_ms, base_ms, [],
+                   f"{head} vs {against}, correct on {checked} input sets; {roof}",
+                   inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak, extra=extra,
+                   **common)
+
+
+def run_torch_compile(request: dict) -> Verdict:
+    """Time torch.compile(Model) against eager Model (a second baseline; merged into the
+    candidate's verdict by profiler.judge)."""
+    import torch
+
+    from profiler.device import torch_ops
+
+    torch.set_grad_enabled(False)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if not torch.cuda.is_available():
+        return Verdict.failed("no_gpu", "not timed: no GPU")
+    Phase.set("load baseline")
+    module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
+    torch.manual_seed(request["seeds"][0])
+    model = module.Model(*module.get_init_inputs()).cuda()
+    inputs = _to_device(module.get_inputs())
+    Phase.set("torch.compile")
+    compiled = torch.compile(model)
+    compiled(*inputs)  # compiles
+    torch.cuda.synchronize()
+    Phase.set("timing")
+    pair = time_pair(lambda: model(*inputs), lambda: compiled(*inputs), torch_ops(),
+                     budget_s=float(request["time_budget_s"]))
+    return Verdict("not_faster", True, None, None, None, pair.candidate.median_ms, pair.baseline.median_ms, [],
+                   "torch.compile(Model) timed", extra={"compile_ms": pair.candidate.median_ms,
+                                                        "eager_ms": pair.baseline.median_ms})

@@ -1,0 +1,77 @@
+"""The sandboxed side: `python -m profiler.runner FOLDER` reads FOLDER/request.json, builds,
+verifies and times, and writes FOLDER/result.json (a Verdict as JSON).
+
+Only profiler.sandbox starts this, in a fresh process per candidate. CUDA errors that poison
+the context (illegal address, launch failure, out of memory) become a "crash" verdict naming
+the phase they happened in; the process then exits at once, since the context is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from profiler.results import Verdict
+
+# Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
+_FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
+                "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
+
+
+class Phase:
+    """What the runner is doing now, so that an exception can say where it happened."""
+
+    current = "starting"
+
+    @classmethod
+    def set(cls, name: str) -> None:
+        cls.current = name
+
+
+def fault_verdict(exc: BaseException) -> Verdict:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first_line = text.splitlines()[0][:400]
+    fault = any(word.lower() in text.lower() for word in _FAULT_WORDS)
+    status = "crash" if fault else "error"
+    return Verdict.failed(status, f"{Phase.current}: {first_line}", compiled=Phase.current != "compile",
+                          extra={"traceback": traceback.format_exc()[-3000:]})
+
+
+def run(request: dict) -> Verdict:
+    kind = request["kind"]
+    if kind == "cuda":
+        from profiler.cuda_run import run_cuda
+
+        return run_cuda(request)
+    if kind == "kernelbench":
+        from profiler.kernelbench import run_kernelbench
+
+        return run_kernelbench(request)
+    if kind == "torch_compile":
+        from profiler.kernelbench import run_torch_compile
+
+        return run_torch_compile(request)
+    raise ValueError(f"unknown request kind {kind!r}")
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0])
+    request = json.loads((folder / "request.json").read_text())
+    try:
+        verdict = run(request)
+    except BaseException as exc:  # a verdict, whatever went wrong: the parent must hear of it
+        verdict = fault_verdict(exc)
+    tmp = folder / "result.json.tmp"
+    tmp.write_text(json.dumps(verdict.to_json()))
+    tmp.replace(folder / "result.json")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after a GPU fault, destroying the context can hang or crash.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

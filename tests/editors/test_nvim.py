@@ -82,3 +82,23 @@ def test_checkhealth_names_a_missing_server(nvim):
     assert f"ERROR server command not found: {missing}" in report
     assert "pip install dice-lsp" in report
     assert "no dice-lsp running" in report
+
+
+def test_dice_profile_at_cursor_reports_the_verdict(nvim, repo_root: Path):
+    source = nvim.workdir / "saxpy.cu"
+    source.write_text((repo_root / "examples" / "saxpy.cu").read_text())
+    result = nvim.run(
+        f"""
+        T.open({lua_string(str(source))})
+        vim.api.nvim_win_set_cursor(0, {{ 10, 4 }})  -- inside saxpy's body
+        vim.cmd("DiceProfile")
+        T.wait("the profile verdict", 120000, function()
+          return vim.iter(T.notes):any(function(n) return n:find("^DICE: saxpy: ") ~= nil end)
+        end)
+        T.finish({{ diagnostics = T.diagnostics() }})
+        """
+    )
+    [line] = [n for n in result["notes"] if n.startswith("DICE: saxpy: ")]
+    # The verdict is shown on the kernel's name, with the same message.
+    [on_name] = [d for d in result["diagnostics"] if d["lnum"] == 7 and "saxpy" in d["message"]]
+    assert line.removeprefix("DICE: saxpy: ") in on_name["message"]

@@ -1,6 +1,7 @@
 // Entry point: wires the language server, the status bar and the commands together.
 
 import * as vscode from "vscode";
+import { followUp, profileMessage } from "./answers";
 import { DiceLanguageServer } from "./languageServer";
 import { DiceStatusBar } from "./statusBar";
 
@@ -14,16 +15,39 @@ function activeEditor(): vscode.TextEditor | undefined {
   return editor;
 }
 
-/** The argument the server's position commands take: [{uri, position}] at the cursor. */
+/** Announce an applied candidate, or offer the candidates when none was applied. */
+async function afterGenerate(dice: DiceLanguageServer, uri: string, answer: unknown): Promise<void> {
+  const next = followUp(answer);
+  if (next.kind === "applied") {
+    void vscode.window.showInformationMessage(`DICE: ${next.message}`);
+  } else if (next.kind === "pick") {
+    const choice = await vscode.window.showQuickPick(
+      next.candidates.map((c) => ({ label: c.title, detail: c.message, index: c.index })),
+      { title: "DICE: no candidate was applied", placeHolder: "Apply one anyway (Escape keeps the code as it is)" },
+    );
+    if (choice !== undefined) {
+      await dice.executeServerCommand("dice.applyCandidate", [{ uri, job: next.job, index: choice.index }]);
+    }
+  }
+}
+
+/** A position command ([{uri, position}] at the cursor): optimize or profile. */
 async function runAtCursor(dice: DiceLanguageServer, command: string): Promise<void> {
   const editor = activeEditor();
   const p2c = dice.protocol;
   if (editor === undefined || p2c === undefined) {
     return;
   }
-  await dice.executeServerCommand(command, [
-    { uri: p2c.asUri(editor.document.uri), position: p2c.asPosition(editor.selection.active) },
-  ]);
+  const uri = p2c.asUri(editor.document.uri);
+  const answer = await dice.executeServerCommand(command, [{ uri, position: p2c.asPosition(editor.selection.active) }]);
+  if (command === "dice.optimize") {
+    await afterGenerate(dice, uri, answer);
+  } else {
+    const message = profileMessage(answer);
+    if (message !== undefined) {
+      void vscode.window.showInformationMessage(message);
+    }
+  }
 }
 
 async function fillSelection(dice: DiceLanguageServer): Promise<void> {
@@ -36,9 +60,9 @@ async function fillSelection(dice: DiceLanguageServer): Promise<void> {
     void vscode.window.showWarningMessage("DICE: select the code to fill (it is replaced by the model's candidates).");
     return;
   }
-  await dice.executeServerCommand("dice.fill", [
-    { uri: p2c.asUri(editor.document.uri), range: p2c.asRange(editor.selection) },
-  ]);
+  const uri = p2c.asUri(editor.document.uri);
+  const answer = await dice.executeServerCommand("dice.fill", [{ uri, range: p2c.asRange(editor.selection) }]);
+  await afterGenerate(dice, uri, answer);
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {

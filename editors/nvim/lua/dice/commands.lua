@@ -36,13 +36,10 @@ end
 --- After a fill/optimize that applied nothing, offer its candidates.
 ---@param client vim.lsp.Client
 ---@param bufnr integer
----@param answer table the command's answer (dice_lsp.editor_jobs.Outcome.to_json + applied)
+---@param answer table the command's answer (dice_lsp.editor_jobs.Outcome.to_json plus "applied")
 local function offer_candidates(client, bufnr, answer)
-  if answer.applied or answer.cancelled or answer.job == nil or #(answer.candidates or {}) == 0 then
-    return
-  end
   vim.ui.select(answer.candidates, {
-    prompt = "DICE candidates (none applied):",
+    prompt = "DICE: no candidate was applied; apply one anyway?",
     format_item = function(c)
       return c.title
     end,
@@ -57,6 +54,29 @@ local function offer_candidates(client, bufnr, answer)
   end)
 end
 
+--- What to do with a command's answer. The server shows a message for every end but
+--- success (an applied candidate, a profile verdict), so those are the ones said here.
+---@param client vim.lsp.Client
+---@param bufnr integer
+---@param command string
+---@param answer table
+---@param opts {pick_candidates: boolean}
+local function follow_up(client, bufnr, command, answer, opts)
+  if answer.error or answer.cancelled then
+    return
+  end
+  if command == "dice.profile" then
+    if type(answer.status) == "string" and type(answer.message) == "string" then
+      local kernel = type(answer.kernel) == "string" and (answer.kernel .. ": ") or ""
+      vim.notify("DICE: " .. kernel .. answer.message, vim.log.levels.INFO)
+    end
+  elseif answer.applied then
+    vim.notify("DICE: " .. answer.message, vim.log.levels.INFO)
+  elseif opts.pick_candidates and answer.job ~= nil and #(answer.candidates or {}) > 0 then
+    offer_candidates(client, bufnr, answer)
+  end
+end
+
 ---@param client vim.lsp.Client
 ---@param bufnr integer
 ---@param command string
@@ -66,17 +86,8 @@ local function run(client, bufnr, command, args, opts)
   client:exec_cmd({ title = command, command = command, arguments = { args } }, { bufnr = bufnr }, function(err, answer)
     if err ~= nil then
       vim.notify(string.format("DICE: %s failed: %s", command, err.message), vim.log.levels.ERROR)
-      return
-    end
-    if type(answer) ~= "table" then
-      return
-    end
-    if answer.message then
-      local level = answer.error and vim.log.levels.WARN or vim.log.levels.INFO
-      vim.notify("DICE: " .. answer.message, level)
-    end
-    if opts.pick_candidates then
-      offer_candidates(client, bufnr, answer)
+    elseif type(answer) == "table" then
+      follow_up(client, bufnr, command, answer, opts)
     end
   end)
 end

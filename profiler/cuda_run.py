@@ -119,8 +119,9 @@ def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def _from_bf16_bits(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+def _from_bf16_bits(bits):
+    """Widen bfloat16 bit patterns to float32 (numpy or cupy arrays alike)."""
+    return (bits.astype("uint32") << 16).view("float32")
 
 
 def make_inputs(params: list[dict], seed: int) -> dict[str, np.ndarray]:
@@ -183,11 +184,12 @@ class Side:
     def launch(self) -> None:
         self.built.function(self.grid, self.block, self.args, shared_mem=self.shared)
 
-    def outputs(self) -> dict[str, np.ndarray]:
+    def outputs(self) -> dict[str, Any]:
+        """Copies of the outputs, on the device (compared there)."""
         result = {}
         for p in self.params:
             if p["role"] in ("output", "inout"):
-                values = self.buffers[p["name"]].get()
+                values = self.buffers[p["name"]].copy()
                 result[p["name"]] = _from_bf16_bits(values) if p["dtype"] == "bfloat16" else values
         return result
 
@@ -198,7 +200,7 @@ class Side:
         return None
 
 
-def _run(side: Side, host: dict[str, np.ndarray], phase: str) -> dict[str, np.ndarray]:
+def _run(side: Side, host: dict[str, np.ndarray], phase: str) -> dict[str, Any]:
     import cupy
 
     Phase.set(phase)

@@ -108,6 +108,16 @@ def _to_device(values: list) -> list:
     return [v.cuda() if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def cuda_inputs(get_inputs, seed: int) -> list:
+    """get_inputs() under `seed`, its tensors made on the GPU directly (gigabytes of
+    torch.rand on the CPU would eat the time limit)."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        return _to_device(get_inputs())
+
+
 def _signed(values: list) -> list:
     """Non-negative float inputs (torch.rand) shifted to [-1, 1)."""
     import torch
@@ -126,14 +136,20 @@ def _clone(values: list) -> list:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def _host(t) -> tuple[Any, str]:
+def _comparable(t) -> tuple[Any, str]:
+    """A tensor as an array verify.compare takes: CuPy on the GPU when CuPy is there (no
+    copy of gigabytes to the host), else numpy; bfloat16 widened to float32."""
     import torch
 
     name = str(t.dtype).removeprefix("torch.")
     t = t.detach()
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return t.cpu().numpy(), name
+    try:
+        import cupy
+    except ImportError:
+        return t.cpu().numpy(), name
+    return cupy.from_dlpack(t.contiguous()), name
 
 
 def _poison_allocator(like: list) -> None:
@@ -152,8 +168,8 @@ def _mismatch(expected: list, got: list) -> str | None:
     for i, (e, g) in enumerate(zip(expected, got)):
         if e.dtype != g.dtype:
             return f"output {i}: dtype {g.dtype}, expected {e.dtype}"
-        base, name = _host(e)
-        cand, _ = _host(g)
+        base, name = _comparable(e)
+        cand, _ = _comparable(g)
         found = compare(f"output {i}", base, cand, name)
         if found is not None:
             return str(found)
@@ -186,10 +202,7 @@ class Problem:
         self.signed_ok: bool | None = None
 
     def inputs(self, seed: int, signed: bool) -> list:
-        import torch
-
-        torch.manual_seed(seed)
-        values = _to_device(self.get_inputs())
+        values = cuda_inputs(self.get_inputs, seed)
         return _signed(values) if signed else values
 
     def check(self, seed: int, signed: bool, what: str) -> str | None:
@@ -329,9 +342,8 @@ def run_torch_compile(request: dict) -> Verdict:
         return Verdict.failed("no_gpu", "not timed: no GPU")
     Phase.set("load baseline")
     module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
-    torch.manual_seed(request["seeds"][0])
     model = module.Model(*module.get_init_inputs()).cuda()
-    inputs = _to_device(module.get_inputs())
+    inputs = cuda_inputs(module.get_inputs, request["seeds"][0])
     Phase.set("torch.compile")
     compiled = torch.compile(model)
     compiled(*inputs)  # compiles

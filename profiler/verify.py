@@ -1,7 +1,9 @@
 """Is the candidate's output the baseline's? Per-dtype tolerances, poison, constant outputs.
 
-Works on numpy arrays on the host (bfloat16 arrives widened to float32, with its dtype name
-kept), so the rules are tested on any machine and shared by the .cu and KernelBench runners.
+Works on numpy arrays, or on CuPy arrays where they live (outputs of gigabytes are compared
+on the GPU, not copied to the host). bfloat16 arrives widened to float32 with its dtype
+name kept, for its tolerance. The same rules serve the .cu and the KernelBench runners and
+are tested on any machine with numpy.
 """
 
 from __future__ import annotations
@@ -34,8 +36,18 @@ def poison_byte(dtype_name: str) -> int:
     return FLOAT_POISON_BYTE if is_float(dtype_name) else INT_POISON_BYTE
 
 
-def _int_poison(dtype: np.dtype) -> int:
+def _int_poison(dtype) -> int:
+    dtype = np.dtype(dtype)
     return int(np.frombuffer(bytes([INT_POISON_BYTE]) * dtype.itemsize, dtype=dtype)[0])
+
+
+def _array_module(array):
+    """numpy, or cupy for arrays on the GPU."""
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
 
 
 @dataclass(frozen=True)
@@ -49,47 +61,55 @@ class Mismatch:
         return self.detail
 
 
-def compare(name: str, baseline: np.ndarray, candidate: np.ndarray, dtype_name: str) -> Mismatch | None:
+def _first(mask) -> int:
+    return int(mask.argmax())
+
+
+def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
     """None when `candidate` matches `baseline` for output `name`, else why not."""
-    if baseline.shape != candidate.shape:
+    if tuple(baseline.shape) != tuple(candidate.shape):
         return Mismatch("shape", f"{name}: shape {tuple(candidate.shape)}, expected {tuple(baseline.shape)}")
+    xp = _array_module(baseline)
     base = baseline.reshape(-1)
     cand = candidate.reshape(-1)
+    size = int(base.size)
     if is_float(dtype_name):
-        base64 = base.astype(np.float64)
-        cand64 = cand.astype(np.float64)
-        unwritten = np.isnan(cand64) & ~np.isnan(base64)
+        # fp64 outputs are compared in fp64; everything narrower in fp32, which holds them exactly.
+        work = xp.float64 if dtype_name == "float64" else xp.float32
+        base = base.astype(work, copy=False)
+        cand = cand.astype(work, copy=False)
+        unwritten = xp.isnan(cand) & ~xp.isnan(base)
     else:
         poison = _int_poison(base.dtype)
         unwritten = (cand == poison) & (base != poison)
-    if unwritten.any():
-        count = int(unwritten.sum())
-        first = int(np.argmax(unwritten))
-        return Mismatch("unwritten", f"{name}: {count} of {base.size} elements not written (first at index {first})")
-    if base.size > 1 and np.all(cand == cand[0]) and not np.all(base == base[0]):
-        return Mismatch("constant", f"{name}: every element is {cand[0]!r}; the baseline's output varies")
+    if bool(unwritten.any()):
+        return Mismatch("unwritten", f"{name}: {int(unwritten.sum())} of {size} elements not written "
+                                     f"(first at index {_first(unwritten)})")
+    if size > 1 and bool((cand == cand[0]).all()) and not bool((base == base[0]).all()):
+        return Mismatch("constant", f"{name}: every element is {cand[0].item()!r}; the baseline's output varies")
     if not is_float(dtype_name):
         bad = base != cand
-        if bad.any():
-            first = int(np.argmax(bad))
-            return Mismatch("values", f"{name}: {int(bad.sum())} of {base.size} elements differ "
-                                      f"(index {first}: {cand[first]!r}, expected {base[first]!r})")
+        if bool(bad.any()):
+            first = _first(bad)
+            return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements differ "
+                                      f"(index {first}: {cand[first].item()!r}, expected {base[first].item()!r})")
         return None
     rtol, atol = TOLERANCES[dtype_name]
-    finite = np.isfinite(base64)
-    scale = float(np.sqrt(np.mean(base64[finite] ** 2))) if finite.any() else 0.0
-    if scale == 0.0:
-        scale = 1.0
-    with np.errstate(invalid="ignore"):
-        error = np.abs(cand64 - base64)
-        limit = rtol * np.abs(base64) + atol * scale
+    finite = xp.isfinite(base)
+    finite_count = int(finite.sum())
+    scale = float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
+        if finite_count else 0.0
+    scale = scale or 1.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = xp.abs(cand - base)
+        limit = rtol * xp.abs(base) + atol * scale
         # Where the baseline is inf or NaN, only the same value on the candidate's side agrees.
-        same_special = (base64 == cand64) | (np.isnan(base64) & np.isnan(cand64))
-        bad = np.where(finite, ~(error <= limit), ~same_special)
-    if bad.any():
-        first = int(np.argmax(bad))
-        worst = float(np.nanmax(np.where(finite, error / np.maximum(limit, 1e-300), np.inf)))
-        return Mismatch("values", f"{name}: {int(bad.sum())} of {base.size} elements off by more than "
-                                  f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {cand64[first]:.6g}, "
-                                  f"expected {base64[first]:.6g}; worst {worst:.3g}x the tolerance)")
+        same_special = (base == cand) | (xp.isnan(base) & xp.isnan(cand))
+        bad = xp.where(finite, ~(error <= limit), ~same_special)
+        worst = float(xp.where(finite & bad, error / limit, 0).max()) if bool(bad.any()) else 0.0
+    if bool(bad.any()):
+        first = _first(bad)
+        return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements off by more than "
+                                  f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(cand[first]):.6g}, "
+                                  f"expected {float(base[first]):.6g}; worst {worst:.3g}x the tolerance)")
     return None

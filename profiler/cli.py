@@ -1,0 +1,112 @@
+"""`dice check FILE [--json]` and `dice profile FILE [--kernel NAME] [--json]`.
+
+Exit codes: 0 fine (profiled, or compiled with nothing to time on this machine), 1 the code
+has a problem (compile errors, wrong results, crash, timeout, no spec), 2 a usage problem
+(no such file or kernel, no compiler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import profiler
+from profiler.cuda_source import find_kernel
+from profiler.results import Diagnostic, Verdict
+
+FINE_STATUSES = ("faster", "not_faster", "correct_untimed", "no_gpu")
+
+
+def _usage_error(message: str) -> int:
+    print(f"dice: {message}", file=sys.stderr)
+    return 2
+
+
+def _diagnostic_rows(diagnostics: list[Diagnostic], path: str) -> list[str]:
+    return [f"{path}:{d.line}:{d.column}: {d.severity}: {d.message}" for d in diagnostics]
+
+
+def check_command(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        return _usage_error(f"no such file: {path}")
+    source = path.read_text()
+    try:
+        diagnostics = profiler.check(source, str(path))
+    except profiler.CompilerMissing as exc:
+        return _usage_error(str(exc))
+    if not str(path).endswith(".py"):
+        diagnostics = profiler.spec_errors_as_diagnostics(source) + diagnostics
+    if args.json:
+        print(json.dumps({"diagnostics": [d.to_json() for d in diagnostics]}))
+    elif diagnostics:
+        print("\n".join(_diagnostic_rows(diagnostics, str(path))))
+    else:
+        print(f"{path}: compiles, no diagnostics")
+    return 1 if any(d.severity == "error" for d in diagnostics) else 0
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f} ms"
+
+
+def verdict_table(verdict: Verdict, path: str) -> str:
+    """The verdict as a small two-column table, unmeasured things shown as '-'."""
+    speedup = "-"
+    if verdict.speedup is not None:
+        speedup = f"{verdict.speedup:.2f}x"
+        if verdict.speedup_ci is not None:
+            speedup += f" (95% interval {verdict.speedup_ci[0]:.2f}-{verdict.speedup_ci[1]:.2f})"
+    correct = "-" if verdict.correct is None else ("yes" if verdict.correct else "no")
+    if verdict.inputs_checked:
+        correct += f" ({verdict.inputs_checked} input sets)"
+    bandwidth = "-"
+    if verdict.bandwidth_gbs is not None:
+        bandwidth = f"{verdict.bandwidth_gbs:.0f} GB/s"
+        if verdict.peak_bandwidth_gbs:
+            bandwidth += f" of {verdict.peak_bandwidth_gbs:.0f} GB/s measured peak"
+    rows = [
+        ("kernel", verdict.kernel or "-"),
+        ("gpu", verdict.gpu or "none"),
+        ("status", verdict.status),
+        ("time", _ms(verdict.time_ms) + (" (median)" if verdict.time_ms is not None else "")),
+        ("baseline", _ms(verdict.baseline_ms)),
+        ("speedup", speedup),
+        ("correct", correct),
+        ("registers", "-" if verdict.registers is None else str(verdict.registers)),
+        ("shared", "-" if verdict.shared_bytes is None else f"{verdict.shared_bytes} bytes"),
+        ("bandwidth", bandwidth),
+    ]
+    if "compile_ms" in verdict.extra:
+        rows.append(("torch.compile", _ms(verdict.extra["compile_ms"])))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{path}: {verdict.message}"]
+    lines += [f"  {name:<{width}}  {value}" for name, value in rows]
+    lines += _diagnostic_rows(verdict.diagnostics, path)
+    return "\n".join(lines)
+
+
+def profile_command(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        return _usage_error(f"no such file: {path}")
+    source = path.read_text()
+    if not str(path).endswith(".py"):
+        try:
+            find_kernel(source, args.kernel)
+        except ValueError as exc:
+            return _usage_error(str(exc))
+    verdict = profiler.profile(source, str(path), kernel=args.kernel)
+    if args.json:
+        print(json.dumps(verdict.to_json()))
+    else:
+        print(verdict_table(verdict, str(path)))
+    return 0 if verdict.status in FINE_STATUSES else 1
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        return check_command(args)
+    return profile_command(args)

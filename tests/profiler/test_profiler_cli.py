@@ -1,0 +1,77 @@
+"""`dice check` and `dice profile` through the real command line, on a machine without a GPU
+(the GPU side is in test_gpu_judge.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import profiler
+from profiler.compile import find_nvcc
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+no_gpu_here = pytest.mark.skipif(profiler.gpu_name() is not None, reason="checks the no-GPU answer")
+
+
+def dice(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@needs_nvcc
+def test_check_json_on_a_compile_error(tmp_path):
+    path = tmp_path / "broken.cu"
+    path.write_text("__global__ void k(float* y)\n{\n    y[0] = nope;\n}\n")
+    out = dice("check", str(path), "--json")
+    assert out.returncode == 1
+    data = json.loads(out.stdout)
+    assert data == {"diagnostics": [
+        {"line": 3, "column": 12, "severity": "error", "message": 'identifier "nope" is undefined'}]}
+
+
+@needs_nvcc
+def test_check_human_output_and_spec_errors(tmp_path, repo_root):
+    out = dice("check", str(repo_root / "examples" / "saxpy.cu"))
+    assert out.returncode == 0 and "no diagnostics" in out.stdout
+    path = tmp_path / "bad_spec.cu"
+    path.write_text("// dice: launch grid=n\n__global__ void k(float* y) { }\n")
+    out = dice("check", str(path))
+    assert out.returncode == 1
+    assert f"{path}:1:22: error: dice spec: expected a name bound by `let`" in out.stdout
+
+
+@needs_nvcc
+@no_gpu_here
+def test_profile_without_gpu_compiles_and_invents_no_numbers(repo_root):
+    out = dice("profile", str(repo_root / "examples" / "row_sum.cu"), "--json")
+    assert out.returncode == 0
+    data = json.loads(out.stdout)
+    assert data["status"] == "no_gpu" and data["compiled"] is True
+    assert data["message"] == "compiles; not timed: no GPU"
+    assert all(data[key] is None for key in ("correct", "speedup", "speedup_ci", "time_ms", "baseline_ms"))
+    table = dice("profile", str(repo_root / "examples" / "row_sum.cu"))
+    assert "not timed: no GPU" in table.stdout and "speedup    -" in table.stdout
+
+
+@needs_nvcc
+def test_profile_compile_error_and_missing_spec(tmp_path):
+    path = tmp_path / "k.cu"
+    path.write_text("// dice: let n = 4\n// dice: buffer y[n]\n// dice: launch grid=1, block=4\n"
+                    "__global__ void k(float* y, int n) { y[0] = nope; }\n")
+    out = dice("profile", str(path), "--json")
+    assert out.returncode == 1
+    data = json.loads(out.stdout)
+    assert data["status"] == "compile_error" and data["compiled"] is False
+    assert data["diagnostics"][0]["line"] == 4
+    path.write_text("__global__ void k(float* y, int n) { y[0] = 1; }\n")
+    out = dice("profile", str(path))
+    assert out.returncode == 1 and "Add benchmark spec" in out.stdout
+
+
+def test_usage_errors_exit_2(tmp_path, repo_root):
+    assert dice("check", str(tmp_path / "missing.cu")).returncode == 2
+    out = dice("profile", str(repo_root / "examples" / "saxpy.cu"), "--kernel", "nope")
+    assert out.returncode == 2 and "no __global__ function named 'nope'" in out.stderr

@@ -1,0 +1,97 @@
+"""Process isolation on the CPU side: a candidate that hangs, segfaults or leaves children
+behind is contained, gives a verdict, and the next candidate is judged in a fresh process.
+
+KernelBench candidates are Python, so they can misbehave while their module loads; this
+runs for real on a machine without a GPU (the well-behaved one then reads "no_gpu").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import profiler
+
+BASELINE = """\
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.rand(16, 16)]
+
+def get_init_inputs():
+    return []
+"""
+
+MODEL_NEW = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0)
+"""
+
+
+def candidate(module_code: str) -> str:
+    return BASELINE + module_code + MODEL_NEW
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose (its parent has not reaped it yet)
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_hang_segfault_and_next_candidate(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    hanging = candidate(
+        "import subprocess\n"
+        f"open({str(pid_file)!r}, 'w').write(str(subprocess.Popen(['sleep', '600']).pid))\n"
+        "while True:\n    pass\n"
+    )
+    segfault = candidate("import ctypes\nctypes.string_at(0)\n")
+    raising = candidate("raise SystemExit(3)\n")
+    fine = candidate("")
+    progress = []
+    started = time.monotonic()
+    verdicts = profiler.judge(BASELINE, [hanging, segfault, raising, fine], "relu.py", time_limit=6.0,
+                              on_progress=lambda i, n: progress.append((i, n)))
+    assert time.monotonic() - started < 60
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    hang, crash, exits, ok = verdicts
+    assert hang.status == "timeout" and "time limit" in hang.message
+    # the child the hanging candidate started died with it (the whole process group is killed)
+    assert not _alive(int(pid_file.read_text()))
+    assert crash.status == "crash" and "SIGSEGV" in crash.message
+    assert exits.status in ("crash", "error", "no_gpu")  # whatever it is, it is a verdict
+    if profiler.gpu_name() is None:
+        assert ok.status == "no_gpu" and ok.time_ms is None and ok.speedup is None
+    else:
+        assert ok.status in ("faster", "not_faster") and ok.correct
+
+
+def test_syntax_error_never_reaches_a_process():
+    (verdict,) = profiler.judge(BASELINE, [BASELINE + "\nclass ModelNew(:\n"], "relu.py")
+    assert verdict.status == "compile_error"
+    assert verdict.diagnostics[0].line == BASELINE.count("\n") + 2
+
+
+def test_cancel_kills_the_running_candidate():
+    hanging = candidate("while True:\n    pass\n")
+    started = time.monotonic()
+    deadline = started + 2.0
+    with pytest.raises(profiler.Cancelled):
+        profiler.judge(BASELINE, [hanging], "relu.py", time_limit=60.0,
+                       should_cancel=lambda: time.monotonic() > deadline)
+    assert time.monotonic() - started < 10

@@ -216,9 +216,9 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
             raise Cancelled("cancelled")
         if on_progress is not None:
             on_progress(index, len(candidates))
-        # torch.compile costs a process and its compile time: once per judge call is enough.
+        # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
         verdicts.append(_kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
-                                             with_compile=len(candidates) == 1))
+                                             with_compile=False))
     return verdicts
 
 

@@ -81,6 +81,8 @@ def map_build_log(log: str, document: str) -> list[Diagnostic]:
 
 def _build_failure(exc: BaseException, document: str) -> Verdict:
     log = str(exc)
+    if "Ninja is required" in log:  # the machine, not the candidate
+        return Verdict.failed("error", "load_inline needs ninja on this machine: pip install ninja")
     diagnostics = map_build_log(log, document)
     if not diagnostics:
         tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]

@@ -134,19 +134,39 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(dtype)
 
 
+@dataclass
 class KVCache:
     """A static, preallocated key/value cache: one [B, kv_heads, max_len, head_dim] pair per
     layer. Writes go to explicit positions, so its shapes never change (CUDA-graph safe)."""
 
-    def __init__(self, config: SDARConfig, batch: int, max_len: int, device, dtype: torch.dtype):
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+    @classmethod
+    def allocate(cls, config: SDARConfig, batch: int, max_len: int, device, dtype: torch.dtype) -> "KVCache":
         shape = (batch, config.num_key_value_heads, max_len, config.head_dim)
-        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_hidden_layers)]
-        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_hidden_layers)]
-        self.max_len = max_len
+        layers = range(config.num_hidden_layers)
+        return cls(
+            [torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
+            [torch.zeros(shape, device=device, dtype=dtype) for _ in layers],
+        )
 
     @property
     def batch(self) -> int:
         return self.keys[0].shape[0]
+
+    @property
+    def max_len(self) -> int:
+        return self.keys[0].shape[2]
+
+    def first_row(self) -> "KVCache":
+        """A batch-1 view sharing this cache's storage: prefill a prompt once for all rows."""
+        return KVCache([k[:1] for k in self.keys], [v[:1] for v in self.values])
+
+    def copy_first_row(self, length: int) -> None:
+        """Give every row the first row's first `length` positions (the shared prompt)."""
+        for tensor in (*self.keys, *self.values):
+            tensor[1:, :, :length] = tensor[:1, :, :length]
 
 
 class Attention(nn.Module):
@@ -231,7 +251,10 @@ class SDARForCausalLM(nn.Module):
       mask, e.g. for training on a [noisy ; clean] layout;
     - `cache` + `cache_position` [T]: write this call's keys/values at those positions of a
       `KVCache` and attend over its first `key_len` positions (default: all of it) under the
-      block-causal rule on absolute positions.
+      block-causal rule on absolute positions;
+    - `block_size`: decode with another block size than the checkpoint's;
+    - `logits_to_keep`: compute logits for the last N positions only (0 = all); decoding
+      needs the current block's, and the vocabulary projection is a large matmul.
     """
 
     def __init__(self, config: SDARConfig):
@@ -250,6 +273,8 @@ class SDARForCausalLM(nn.Module):
         cache: KVCache | None = None,
         cache_position: torch.Tensor | None = None,
         key_len: int | None = None,
+        block_size: int | None = None,
+        logits_to_keep: int = 0,
     ) -> torch.Tensor:
         cfg = self.config
         b, t = input_ids.shape
@@ -266,11 +291,11 @@ class SDARForCausalLM(nn.Module):
         else:
             key_pos = position_ids[0]
         if attn_mask is None:
-            attn_mask = block_causal_mask(position_ids, key_pos, cfg.block_size)
+            attn_mask = block_causal_mask(position_ids, key_pos, block_size or cfg.block_size)
         elif attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta, x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, sin, attn_mask, cache, cache_position, key_len)
-        return self.lm_head(self.model.norm(x))
+        return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))

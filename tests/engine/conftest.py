@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# The tiny models here do microsecond-sized matmuls; with several threads on a busy 2-core CI
+# machine torch spends far longer synchronising its threads than computing.
+torch.set_num_threads(1)
+
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "added_tokens.json", "tokenizer_config.json", "special_tokens_map.json")
 
 

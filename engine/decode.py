@@ -1,0 +1,349 @@
+"""Block-diffusion decoding (SDAR): fill one block of masks at a time, a few tokens per step.
+
+The prompt's whole blocks go through the model once, into a static KV cache. Then each new
+block starts as all `<|MASK|>`; every step runs the model over that block alone (attending
+to the cache), samples every masked position, and commits some of them (the strategy says
+which); when none is masked the block is final and the next one begins. The final block's
+keys and values reach the cache in the first step of the next block, which runs over
+[previous block ; new block] at once instead of spending an extra forward pass on it.
+
+A prompt whose length is not a multiple of the block size is handled as SDAR does: the first
+generated block starts inside the prompt's last partial block, whose prompt tokens are fixed
+and whose remaining positions are masks. No padding token is invented, positions stay
+0..T-1 as in training, and the model sees exactly the layout it was trained on.
+
+Three interchangeable forward paths give the same tokens (tests/engine/test_decode.py and a
+GPU test check it): `recompute` (the whole sequence every step, the reference), `cached` (KV
+cache, eager) and `graphs` (KV cache with each step's forward captured as a CUDA graph, for
+the GPU, where an eager step is bound by kernel launches, not by the GPU).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol, Sequence
+
+import torch
+
+from engine.model import KVCache, SDARForCausalLM
+from engine.types import Cancelled, EngineError, Progress, Sampling
+
+PATHS = ("recompute", "cached", "graphs")
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[list[int]]  # generated tokens per candidate, the stop token excluded
+    finish_reasons: list[str]  # "eos" | "length"
+    steps: int  # forward passes spent on denoising
+    seconds: float
+    prefill_seconds: float
+
+
+# --- one denoising step: sample, then choose what to commit --------------------------------
+
+
+def transfer_schedule(masked: int, steps: int) -> list[int]:
+    """How many tokens to commit at each step so that `masked` are done in `steps` (SDAR's
+    get_num_transfer_tokens): equal shares, the remainder spread over the first steps."""
+    steps = max(1, min(steps, masked))
+    base, extra = divmod(masked, steps)
+    return [base + (1 if i < extra else 0) for i in range(steps)]
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Top-k then nucleus (top-p) filtering: excluded tokens get -inf. With top_k set, the
+    nucleus is found among those k only, which spares a sort over the whole vocabulary."""
+    vocab = logits.shape[-1]
+    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
+        return logits
+    k = top_k if 0 < top_k < vocab else vocab
+    kept, index = torch.topk(logits, k, dim=-1)  # sorted, largest first
+    if top_p < 1.0:
+        probs = kept.softmax(-1)
+        # Drop a token when the tokens before it already reach top_p (the first always stays).
+        kept = kept.masked_fill(probs.cumsum(-1) - probs >= top_p, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, index, kept)
+
+
+def sample_tokens(
+    logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [n, bs, V] -> (tokens [n, bs], confidence [n, bs]: the probability of each)."""
+    logits = logits.float()
+    if sampling.temperature == 0:
+        probs = logits.softmax(-1)
+        confidence, tokens = probs.max(-1)
+        return tokens, confidence
+    probs = filter_logits(logits / sampling.temperature, sampling.top_k, sampling.top_p).softmax(-1)
+    flat = probs.reshape(-1, probs.shape[-1])
+    tokens = torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+    return tokens, probs.gather(-1, tokens[..., None])[..., 0]
+
+
+def choose_commits(
+    sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, k: torch.Tensor
+) -> torch.Tensor:
+    """Which masked positions to commit this step, bool [n, bs]; k [n] is each row's quota.
+
+    sequential: the k leftmost; low_confidence_static: the k most confident;
+    low_confidence_dynamic: every one above the threshold, and at least the k most confident.
+    """
+    bs = masked.shape[1]
+    if sampling.strategy == "sequential":
+        score = -torch.arange(bs, device=masked.device, dtype=torch.float32).expand_as(confidence)
+    else:
+        score = confidence
+    score = score.masked_fill(~masked, float("-inf"))
+    order = torch.argsort(score, dim=1, descending=True, stable=True)
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
+    commit = masked & (rank < k[:, None])
+    if sampling.strategy == "low_confidence_dynamic":
+        commit |= masked & (confidence > sampling.threshold)
+    return commit
+
+
+# --- forward paths -------------------------------------------------------------------------
+
+
+class ForwardPath(Protocol):
+    def prefill(self, prompt: torch.Tensor) -> None: ...
+
+    def block_logits(self, x: torch.Tensor, start: int, end: int, commit_previous: bool) -> torch.Tensor:
+        """Logits [n, end - start, V] of the block x[:, start:end]."""
+        ...
+
+
+class RecomputeForward:
+    """The reference: the whole sequence through the model at every step, no cache."""
+
+    def __init__(self, model: SDARForCausalLM, block_size: int):
+        self.model = model
+        self.block_size = block_size
+
+    def prefill(self, prompt: torch.Tensor) -> None:
+        pass
+
+    def block_logits(self, x, start, end, commit_previous):
+        return self.model(x[:, :end], block_size=self.block_size, logits_to_keep=end - start)
+
+
+class CachedForward:
+    """Prompt blocks once into a static KV cache; each step runs over the current block (and,
+    on a block's first step, the block just finished, to write its final keys)."""
+
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
+        self.model = model
+        self.cache = cache
+        self.block_size = block_size
+
+    def prefill(self, prompt: torch.Tensor) -> None:
+        length = prompt.shape[1]
+        if length == 0:
+            return
+        positions = torch.arange(length, device=prompt.device)
+        self.model(
+            prompt,
+            cache=self.cache.first_row(),
+            cache_position=positions,
+            key_len=length,
+            block_size=self.block_size,
+            logits_to_keep=1,
+        )
+        self.cache.copy_first_row(length)
+
+    def window(self, start: int, commit_previous: bool) -> int:
+        return start - self.block_size if commit_previous else start
+
+    def block_logits(self, x, start, end, commit_previous):
+        first = self.window(start, commit_previous)
+        return self.model(
+            x[:, first:end],
+            cache=self.cache,
+            cache_position=torch.arange(first, end, device=x.device),
+            key_len=end,
+            block_size=self.block_size,
+            logits_to_keep=end - start,
+        )
+
+
+@dataclass
+class _CapturedStep:
+    graph: torch.cuda.CUDAGraph
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    logits: torch.Tensor
+
+
+class GraphForward(CachedForward):
+    """CachedForward with each step's forward replayed from a CUDA graph.
+
+    A graph needs fixed shapes, so one is captured per (window length, key length bucket):
+    attention runs over the cache up to the next multiple of KEY_BUCKET (the block-causal mask
+    hides the stale positions past the block), and the window is one block or two.
+    """
+
+    KEY_BUCKET = 256
+
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
+        super().__init__(model, cache, block_size)
+        self.pool = torch.cuda.graph_pool_handle()
+        self.steps: dict[tuple[int, int], _CapturedStep] = {}
+
+    def _capture(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> _CapturedStep:
+        def run():
+            return self.model(
+                ids, cache=self.cache, cache_position=positions, key_len=key_len,
+                block_size=self.block_size, logits_to_keep=keep,
+            )
+
+        # Warm-up on a side stream, as torch.cuda.graphs asks. It writes the same keys and
+        # values the real step will, so it leaves the cache as it should be.
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            logits = run()
+        return _CapturedStep(graph, ids, positions, logits)
+
+    def block_logits(self, x, start, end, commit_previous):
+        first = self.window(start, commit_previous)
+        key_len = min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
+        key = (end - first, key_len)
+        step = self.steps.get(key)
+        if step is None:
+            ids = x[:, first:end].clone()
+            positions = torch.arange(first, end, device=x.device)
+            step = self.steps[key] = self._capture(ids, positions, key_len, end - start)
+        else:
+            step.input_ids.copy_(x[:, first:end])
+            step.positions.copy_(torch.arange(first, end, device=x.device))
+        step.graph.replay()
+        return step.logits.clone()
+
+
+# Captured graphs and their cache outlive one request: capture costs more than a request's
+# worth of steps. One per model, rebuilt when the batch or block size changes or it is too short.
+_graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, GraphForward]" = weakref.WeakKeyDictionary()
+GRAPH_CACHE_ROUND = 1024
+
+
+def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, dtype: torch.dtype) -> GraphForward:
+    current = _graph_paths.get(model)
+    if current and current.cache.batch == n and current.block_size == block_size and current.cache.max_len >= length:
+        return current
+    _graph_paths.pop(model, None)
+    max_len = -(-length // GRAPH_CACHE_ROUND) * GRAPH_CACHE_ROUND
+    cache = KVCache.allocate(model.config, n, max_len, model.lm_head.weight.device, dtype)
+    path = _graph_paths[model] = GraphForward(model, cache, block_size)
+    return path
+
+
+def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
+    if path == "recompute":
+        return RecomputeForward(model, block_size)
+    weight = model.lm_head.weight
+    if path == "graphs":
+        if weight.device.type != "cuda":
+            raise EngineError("the 'graphs' decoding path needs the model on a CUDA device")
+        return graph_path(model, n, length, block_size, weight.dtype)
+    if path == "cached":
+        return CachedForward(model, KVCache.allocate(model.config, n, length, weight.device, weight.dtype), block_size)
+    raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
+
+
+# --- the decoding loop ---------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def decode(
+    model: SDARForCausalLM,
+    prompt_ids: Sequence[int],
+    *,
+    n: int = 1,
+    max_tokens: int,
+    sampling: Sampling,
+    stop_ids: Iterable[int],
+    on_progress: Callable[[Progress], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    path: str = "cached",
+) -> DecodeResult:
+    """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
+    should_cancel() returns true (polled before every step)."""
+    config = model.config
+    if n < 1 or max_tokens < 1:
+        raise EngineError(f"need n >= 1 and max_tokens >= 1 (got n={n}, max_tokens={max_tokens})")
+    bs = sampling.block_size or config.block_size
+    mask_id = config.mask_token_id
+    device = model.lm_head.weight.device
+    prompt_len = len(prompt_ids)
+    total_blocks = -(-(prompt_len + max_tokens) // bs)
+    total = total_blocks * bs
+    if total > config.max_position_embeddings:
+        raise EngineError(
+            f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) exceed the model's "
+            f"context of {config.max_position_embeddings} tokens"
+        )
+    first_block = prompt_len // bs
+    blocks = total_blocks - first_block
+    generator = None
+    if sampling.seed is not None:
+        generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    stop = torch.tensor(sorted(set(stop_ids)), device=device, dtype=torch.long)
+
+    started = time.perf_counter()
+    x = torch.full((n, total), mask_id, dtype=torch.long, device=device)
+    x[:, :prompt_len] = torch.tensor(list(prompt_ids), dtype=torch.long, device=device)
+    forward = make_forward(model, path, n, total, bs)
+    forward.prefill(x[:1, : first_block * bs])
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    prefill_seconds = time.perf_counter() - started
+    if on_progress is not None:
+        on_progress(Progress("prefill", 0, blocks, 0, 0))
+
+    stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
+    steps = 0
+    for block in range(first_block, total_blocks):
+        start, end = block * bs, (block + 1) * bs
+        masked_count = int((x[0, start:end] == mask_id).sum())
+        schedule = transfer_schedule(masked_count, sampling.steps)
+        step = 0
+        while True:
+            masked = x[:, start:end] == mask_id
+            if not masked.any():
+                break
+            if should_cancel is not None and should_cancel():
+                raise Cancelled("cancelled")
+            logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
+            logits[..., mask_id] = float("-inf")  # the mask is never an answer
+            tokens, confidence = sample_tokens(logits, sampling, generator)
+            quota = schedule[min(step, len(schedule) - 1)]
+            k = torch.minimum(masked.sum(1), torch.tensor(quota, device=device))
+            commit = choose_commits(sampling, masked, confidence, k)
+            x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
+            step += 1
+            steps += 1
+            if on_progress is not None:
+                generated = x[:, prompt_len : min(end, prompt_len + max_tokens)] != mask_id
+                on_progress(Progress("decode", block - first_block + 1, blocks, step, int(generated.sum(1).max())))
+        new = x[:, max(start, prompt_len) : end]
+        hits = torch.isin(new, stop)
+        for row in range(n):
+            if stop_at[row] is None and bool(hits[row].any()):
+                stop_at[row] = max(start, prompt_len) - prompt_len + int(hits[row].nonzero()[0])
+        if all(s is not None for s in stop_at):
+            break
+
+    generated = x[:, prompt_len : prompt_len + max_tokens].tolist()
+    tokens = [row[:s] if s is not None and s < max_tokens else row for row, s in zip(generated, stop_at)]
+    reasons = ["eos" if s is not None and s < max_tokens else "length" for s in stop_at]
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)

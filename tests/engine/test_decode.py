@@ -1,0 +1,131 @@
+"""Block-diffusion decoding on a tiny random checkpoint loaded from disk."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.decode import choose_commits, decode, filter_logits, transfer_schedule
+from engine.loading import load_checkpoint
+from engine.types import Cancelled, EngineError, Sampling
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_checkpoint):
+    model, tokenizer, config = load_checkpoint(tiny_checkpoint, "cpu", torch.float32)
+    return model
+
+
+def prompt(length: int) -> list[int]:
+    return torch.randint(0, 5000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
+
+
+def test_transfer_schedule_spreads_the_remainder_first():
+    assert transfer_schedule(4, 4) == [1, 1, 1, 1]
+    assert transfer_schedule(4, 3) == [2, 1, 1]
+    assert transfer_schedule(3, 4) == [1, 1, 1]  # never a step that commits nothing
+    assert transfer_schedule(8, 1) == [8]
+
+
+def test_choose_commits_per_strategy():
+    masked = torch.tensor([[True, True, False, True]])
+    confidence = torch.tensor([[0.2, 0.95, 0.99, 0.92]])
+    k = torch.tensor([1])
+    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, k).tolist() == [[True, False, False, False]]
+    assert choose_commits(Sampling(), masked, confidence, k).tolist() == [[False, True, False, False]]
+    dynamic = Sampling(strategy="low_confidence_dynamic", threshold=0.9)
+    assert choose_commits(dynamic, masked, confidence, k).tolist() == [[False, True, False, True]]
+    low = torch.tensor([[0.2, 0.3, 0.99, 0.1]])  # nothing above the threshold: still k
+    assert choose_commits(dynamic, masked, low, torch.tensor([2])).tolist() == [[True, True, False, False]]
+
+
+def test_filter_logits_top_k_and_top_p():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.isinf(filter_logits(logits, 2, 1.0)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.8)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.81)).tolist() == [[False, False, False, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.1)).tolist() == [[False, True, True, True]]
+
+
+@pytest.mark.parametrize("prompt_len", [8, 10, 3])
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        Sampling(),
+        Sampling(strategy="sequential", steps=2),
+        Sampling(strategy="low_confidence_dynamic", threshold=0.05),
+        Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7),
+    ],
+    ids=["static-greedy", "sequential", "dynamic", "sampled"],
+)
+def test_cached_path_gives_the_same_tokens_as_recomputing(tiny, prompt_len, sampling):
+    args = dict(n=3, max_tokens=19, sampling=sampling, stop_ids=[])
+    cached = decode(tiny, prompt(prompt_len), path="cached", **args)
+    again = decode(tiny, prompt(prompt_len), path="recompute", **args)
+    assert cached.tokens == again.tokens
+    assert cached.steps == again.steps
+    assert all(len(t) == 19 for t in cached.tokens)
+    assert cached.finish_reasons == ["length"] * 3
+    assert all(151669 not in t for t in cached.tokens)  # no mask left, none predicted
+
+
+def test_the_first_block_starts_inside_the_prompts_partial_block(tiny):
+    """Prompt of 10 with block 4: the first block is positions 8..11, two of them prompt
+    tokens; with one step per token it takes 2 steps, then 4 per block after it."""
+    steps_seen = []
+    result = decode(
+        tiny, prompt(10), max_tokens=6, sampling=Sampling(steps=4), stop_ids=[],
+        on_progress=lambda p: steps_seen.append((p.phase, p.block, p.step, p.tokens)),
+    )
+    assert len(result.tokens[0]) == 6
+    assert result.steps == 2 + 4
+    assert steps_seen[0] == ("prefill", 0, 0, 0)
+    assert [s[1:] for s in steps_seen[1:]] == [(1, 1, 1), (1, 2, 2), (2, 1, 3), (2, 2, 4), (2, 3, 5), (2, 4, 6)]
+
+
+def test_candidates_decode_together_and_greedy_rows_agree(tiny):
+    one = decode(tiny, prompt(9), n=1, max_tokens=12, sampling=Sampling(), stop_ids=[])
+    four = decode(tiny, prompt(9), n=4, max_tokens=12, sampling=Sampling(), stop_ids=[])
+    assert four.tokens == one.tokens * 4
+    assert four.steps == one.steps  # one batch, not four runs
+
+
+def test_seeded_sampling_is_reproducible_and_candidates_differ(tiny):
+    sampling = Sampling(temperature=1.0, seed=3)
+    a = decode(tiny, prompt(8), n=4, max_tokens=8, sampling=sampling, stop_ids=[])
+    b = decode(tiny, prompt(8), n=4, max_tokens=8, sampling=sampling, stop_ids=[])
+    c = decode(tiny, prompt(8), n=4, max_tokens=8, sampling=Sampling(temperature=1.0, seed=4), stop_ids=[])
+    assert a.tokens == b.tokens
+    assert a.tokens != c.tokens
+    assert len({tuple(t) for t in a.tokens}) > 1
+
+
+def test_stops_at_the_first_stop_token(tiny):
+    free = decode(tiny, prompt(8), max_tokens=24, sampling=Sampling(), stop_ids=[])
+    stop_token = free.tokens[0][5]
+    first = free.tokens[0].index(stop_token)
+    stopped = decode(tiny, prompt(8), max_tokens=24, sampling=Sampling(), stop_ids=[stop_token])
+    assert stopped.tokens[0] == free.tokens[0][:first]
+    assert stopped.finish_reasons == ["eos"]
+    assert stopped.steps == 4 * (first // 4 + 1)  # it stopped after the block holding it
+
+
+def test_cancel_between_steps(tiny):
+    calls = []
+
+    def should_cancel():
+        calls.append(1)
+        return len(calls) > 3
+
+    with pytest.raises(Cancelled):
+        decode(tiny, prompt(8), max_tokens=64, sampling=Sampling(), stop_ids=[], should_cancel=should_cancel)
+    assert len(calls) == 4
+
+
+def test_bad_requests_are_clear_errors(tiny):
+    with pytest.raises(EngineError, match="context"):
+        decode(tiny, prompt(8), max_tokens=5000, sampling=Sampling(), stop_ids=[])
+    with pytest.raises(EngineError, match="CUDA"):
+        decode(tiny, prompt(8), max_tokens=4, sampling=Sampling(), stop_ids=[], path="graphs")
+    with pytest.raises(EngineError, match="strategy"):
+        Sampling(strategy="fastest")

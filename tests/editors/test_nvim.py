@@ -6,13 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-BAD_KERNEL = """\
-__global__ void scale(float* y, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = 2.0f * undefined_name;
-}
-"""
+# A kernel that does not compile: line 4 names an undefined identifier.
+BAD_KERNEL = (Path(__file__).parent / "fixtures" / "bad.cu").read_text()
 
 ERROR = 1  # vim.diagnostic.severity.ERROR
 

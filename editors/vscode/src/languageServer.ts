@@ -7,7 +7,6 @@ import {
   LanguageClient,
   LanguageClientOptions,
   ServerOptions,
-  TransportKind,
 } from "vscode-languageclient/node";
 import { describeServerCommand, resolveServerCommand, ServerCommand } from "./serverCommand";
 import { RESTART_SETTINGS, serverConfigurationResults, serverSettings } from "./settings";
@@ -76,11 +75,9 @@ export class DiceLanguageServer implements vscode.Disposable {
       return;
     }
     this.output.appendLine(`Starting ${describeServerCommand(command)}`);
-    const serverOptions: ServerOptions = {
-      command: command.command,
-      args: command.args,
-      transport: TransportKind.stdio,
-    };
+    // No `transport`: TransportKind.stdio would append "--stdio", which dice-lsp does not
+    // take; an Executable without one already talks over stdin/stdout.
+    const serverOptions: ServerOptions = { command: command.command, args: command.args };
     const clientOptions: LanguageClientOptions = {
       documentSelector: DOCUMENT_SELECTOR,
       outputChannel: this.output,

@@ -1,0 +1,118 @@
+// Drives real VS Code (code-server) in headless Chromium with the DICE extension installed:
+// open a CUDA file with a compile error, wait for the server's status and diagnostics, run
+// "DICE: Profile Kernel" from the command palette, optionally fill a selection, screenshot.
+//
+// Run by test_vscode_e2e.py. Input (env): DICE_E2E_URL (code-server with the workspace
+// folder), DICE_E2E_PLAYWRIGHT (path of the playwright-core package), DICE_E2E_CHROMIUM,
+// DICE_E2E_OUT (folder for result.json and screenshots), DICE_E2E_FILL ("1": also fill).
+"use strict";
+
+const fs = require("node:fs");
+const path = require("node:path");
+const { chromium } = require(process.env.DICE_E2E_PLAYWRIGHT);
+
+const OUT = process.env.DICE_E2E_OUT;
+const result = { steps: [] };
+
+function step(name, data = {}) {
+  result.steps.push({ name, at: new Date().toISOString(), ...data });
+  fs.writeFileSync(path.join(OUT, "result.json"), JSON.stringify(result, null, 2));
+}
+
+async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 30000 });
+  await input.fill(">" + title);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 30000 });
+  await page.keyboard.press("Enter");
+}
+
+async function openFile(page, name) {
+  await page.keyboard.press("Control+P");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 30000 });
+  await input.fill(name);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().waitFor({ timeout: 30000 });
+  await page.keyboard.press("Enter");
+  await page.locator(".tab.active", { hasText: name }).waitFor({ timeout: 30000 });
+}
+
+async function goToLine(page, line) {
+  await page.keyboard.press("Control+G");
+  await page.keyboard.type(String(line));
+  await page.keyboard.press("Enter");
+}
+
+async function editorText(page) {
+  return page.locator(".editor-instance .view-lines").first().innerText();
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.DICE_E2E_CHROMIUM,
+    headless: true,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync",
+    ],
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
+  try {
+    await page.goto(process.env.DICE_E2E_URL);
+    await page.locator(".monaco-workbench").waitFor({ timeout: 120000 });
+    step("workbench loaded");
+
+    await openFile(page, "bad.cu");
+    const status = page.locator(".statusbar-item", { hasText: "DICE" });
+    await status.filter({ hasText: "GPU" }).first().waitFor({ timeout: 120000 });
+    step("status bar", { text: await status.first().innerText() });
+
+    await page.keyboard.press("Control+Shift+M"); // the Problems panel
+    const problem = page.locator(".markers-panel .monaco-list-row", { hasText: "undefined_name" });
+    await problem.first().waitFor({ timeout: 120000 });
+    step("diagnostic", { text: await problem.first().innerText() });
+
+    await openFile(page, "saxpy.cu");
+    const lens = page.locator(".contentWidgets .codelens-decoration, .codelens-decoration").first();
+    await lens.waitFor({ timeout: 60000 });
+    step("code lens", { text: await lens.innerText() });
+
+    await goToLine(page, 10);
+    await runCommand(page, "DICE: Profile Kernel");
+    const verdict = page.locator(".notification-toast", { hasText: "DICE: saxpy:" });
+    await verdict.first().waitFor({ timeout: 180000 });
+    step("profile", { text: await verdict.first().innerText() });
+    await page.screenshot({ path: path.join(OUT, "vscode-profile.png") });
+
+    if (process.env.DICE_E2E_FILL === "1") {
+      const before = await editorText(page);
+      await goToLine(page, 12);
+      await page.keyboard.press("End");
+      await page.keyboard.press("Shift+Home"); // the body of the `if`: y[i] = a * x[i] + y[i];
+      await runCommand(page, "DICE: Fill Selection");
+      // Without a GPU no candidate is applied: the extension offers them in a quick pick.
+      const pick = page.locator(".quick-input-list .monaco-list-row", { hasText: "candidate 1" });
+      await pick.first().waitFor({ timeout: 300000 });
+      step("candidates offered", { titles: await page.locator(".quick-input-list .monaco-list-row").allInnerTexts() });
+      await pick.first().click();
+      await page.waitForFunction(
+        (old) => document.querySelector(".editor-instance .view-lines").innerText !== old,
+        before,
+        { timeout: 60000 },
+      );
+      step("filled", { before, after: await editorText(page) });
+      await page.screenshot({ path: path.join(OUT, "vscode-fill.png") });
+    }
+    step("done");
+  } catch (err) {
+    await page.screenshot({ path: path.join(OUT, "failure.png") }).catch(() => undefined);
+    result.error = String(err && err.stack ? err.stack : err);
+    step("failed");
+    process.exitCode = 1;
+  } finally {
+    await browser.close();
+  }
+}
+
+main();

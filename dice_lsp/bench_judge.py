@@ -1,0 +1,145 @@
+"""Judging the problems of a bench run in parallel worker processes, one GPU each.
+
+Each problem is judged by `profiler.judge` inside its own worker process
+(`python -m dice_lsp.bench_worker`), which:
+- pins the worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
+  sandbox processes, so that two problems are never timed on the same GPU at once;
+- bounds the whole problem with a wall-clock limit and kills the worker's process group
+  when it is exceeded, so a hang anywhere (even in the profiler's parent side) costs one
+  problem, never the run.
+The number of workers is the number of visible GPUs, capped by a CPU budget (building
+load_inline extensions is CPU-heavy); without a GPU only compiling happens, on the CPU
+budget alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import dice_lsp
+
+# The worker must import this checkout's packages whatever the current folder is.
+PACKAGE_ROOT = str(Path(dice_lsp.__file__).resolve().parent.parent)
+# Seconds granted to a problem on top of its candidates' own limits: loading the worker
+# and the profiler's own start-up.
+PROBLEM_OVERHEAD_S = 120.0
+
+
+class JudgeError(Exception):
+    """A problem could not be judged at all (worker hung, died or answered nothing)."""
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    baseline: str          # the document candidates are judged against
+    documents: list[str]   # one whole document per candidate
+    path: str              # its suffix tells the profiler the kind (.py KernelBench, .cu spec)
+    time_limit: float      # seconds per candidate, as profiler.judge takes it
+
+    @property
+    def deadline(self) -> float:
+        # Each candidate, then profile() of the best one: itself and torch.compile(Model).
+        return self.time_limit * (len(self.documents) + 2) + PROBLEM_OVERHEAD_S
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids a worker can be pinned to: CUDA_VISIBLE_DEVICES when set, else those
+    nvidia-smi lists. Asked of nvidia-smi, not CUDA, so this process never creates a
+    CUDA context of its own."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip() and g.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def worker_slots(cpu_budget: int | None = None) -> list[str | None]:
+    """One slot per worker: a GPU id, or None (compile only) when there is no GPU."""
+    budget = cpu_budget or max(1, (os.cpu_count() or 2) // 2)
+    gpus = visible_gpus()
+    return list(gpus[:budget]) if gpus else [None] * budget
+
+
+def run_worker(job: JudgeJob, gpu: str | None) -> dict[str, Any]:
+    """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
+    as dice_lsp.bench_worker writes it."""
+    with tempfile.TemporaryDirectory(prefix="dice-bench-judge-") as tmp:
+        request, result = Path(tmp, "request.json"), Path(tmp, "verdicts.json")
+        request.write_text(json.dumps(asdict(job)), encoding="utf-8")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dice_lsp.bench_worker", str(request), str(result)],
+            env=env,
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, killed as a whole on timeout
+        )
+        try:
+            _, stderr = proc.communicate(timeout=job.deadline)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise JudgeError(f"judging took longer than {job.deadline:.0f} s and was stopped") from None
+        if proc.returncode != 0 or not result.exists():
+            tail = (stderr or "").strip().splitlines()[-8:]
+            raise JudgeError(f"judge worker exited with code {proc.returncode}: " + " | ".join(tail))
+        answer = json.loads(result.read_text(encoding="utf-8"))
+    if len(answer["verdicts"]) != len(job.documents):
+        raise JudgeError(f"judge returned {len(answer['verdicts'])} verdicts for {len(job.documents)} candidates")
+    return answer
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+class JudgePool:
+    """Runs JudgeJobs on a fixed set of worker slots, at most one job per slot at a time."""
+
+    def __init__(self, slots: list[str | None]) -> None:
+        self.slots: queue.Queue[str | None] = queue.Queue()
+        for slot in slots:
+            self.slots.put(slot)
+        self.size = len(slots)
+        # Threads only wait on worker processes; the work itself happens in those.
+        self.executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="dice-bench-judge")
+
+    def submit(self, job: JudgeJob) -> Future:
+        return self.executor.submit(self._run, job)
+
+    def _run(self, job: JudgeJob) -> dict[str, Any]:
+        slot = self.slots.get()
+        try:
+            return run_worker(job, slot)
+        finally:
+            self.slots.put(slot)
+
+    def __enter__(self) -> "JudgePool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)

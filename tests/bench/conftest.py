@@ -1,0 +1,28 @@
+"""Fixtures for `dice bench` tests: small problem folders copied from the KernelBench subset."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+# Problems that have hand-written controls in bench/kernelbench_controls.
+CONTROL_PROBLEMS = ("level1/19_ReLU.py", "level1/21_Sigmoid.py", "level2/12_Gemm_Multiply_LeakyReLU.py")
+
+
+def copy_problems(kernelbench_dir: Path, target: Path, names: tuple[str, ...]) -> Path:
+    for name in names:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(kernelbench_dir / name, target / name)
+    return target
+
+
+@pytest.fixture
+def control_problems(kernelbench_dir: Path, tmp_path: Path) -> Path:
+    return copy_problems(kernelbench_dir, tmp_path / "problems", CONTROL_PROBLEMS)
+
+
+@pytest.fixture
+def controls_dir(repo_root: Path) -> Path:
+    return repo_root / "bench" / "kernelbench_controls"

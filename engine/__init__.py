@@ -1,0 +1,49 @@
+"""The diffusion engine: SDAR/DICE checkpoints, block-diffusion decoding, DICE prompts.
+
+`engine.load(spec)` returns an Engine (docs/architecture.md). Heavy modules (torch,
+transformers) are imported only when a model is loaded, so that `engine.client` and
+`engine.types` stay cheap to import in the language server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress, Sampling
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+
+__all__ = ["load", "resolve_builtin", "Cancelled", "Candidate", "EngineError", "EngineInfo", "Progress", "Sampling"]
+
+
+def resolve_builtin() -> Path:
+    """The built-in model's folder, or a clear EngineError while it holds no weights."""
+    if not (BUILTIN_DIR / "config.json").is_file() or not any(BUILTIN_DIR.glob("*.safetensors")):
+        raise EngineError(
+            f"the built-in model is not installed ({BUILTIN_DIR} holds no weights). Point --model "
+            "at a checkpoint folder (config.json + *.safetensors + tokenizer files), e.g. "
+            "--model ~/models/DICE-1.7B, or at a running engine: --model dice://HOST:PORT"
+        )
+    return BUILTIN_DIR
+
+
+def load(spec: str = "builtin", device=None, dtype=None):
+    """spec: `builtin`, a checkpoint folder, `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`."""
+    if spec.startswith("dice://"):
+        from engine.remote import RemoteEngine
+
+        return RemoteEngine(spec)
+    if spec.startswith("sglang://"):
+        from engine.sglang import SGLangEngine
+
+        return SGLangEngine(spec)
+    from engine.local import LocalEngine
+
+    if spec == "builtin":
+        return LocalEngine.from_folder(resolve_builtin(), device, dtype, name="builtin")
+    folder = Path(spec).expanduser()
+    if not folder.is_dir():
+        raise EngineError(
+            f"--model {spec!r}: not a checkpoint folder, 'builtin', dice://HOST:PORT or sglang://HOST:PORT"
+        )
+    return LocalEngine.from_folder(folder, device, dtype)

@@ -62,14 +62,17 @@ def load_config(folder: Path) -> SDARConfig:
 
 
 def load_tokenizer(folder: Path, config: SDARConfig):
-    """transformers' Qwen2 tokenizer (fast) with the config's mask token set as mask_token."""
-    from transformers import Qwen2TokenizerFast
+    """The folder's tokenizer with the config's mask token set as mask_token: tokenizer.json
+    exactly as written (any BPE, e.g. the built-in model's), else Qwen2's BPE rebuilt from
+    vocab.json + merges.txt + added tokens."""
+    from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
 
-    has_json = (folder / "tokenizer.json").is_file()
-    has_bpe = (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()
-    if not (has_json or has_bpe):
+    if (folder / "tokenizer.json").is_file():
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
+    else:
         raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
-    tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
     if tokenizer.mask_token_id != config.mask_token_id:
         mask = tokenizer.convert_ids_to_tokens(config.mask_token_id)
         if mask is None:

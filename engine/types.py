@@ -67,3 +67,12 @@ class Progress:
     blocks: int  # max blocks (max_tokens / block_size)
     step: int
     tokens: int  # tokens committed so far (per candidate)
+
+
+@dataclass
+class EngineInfo:
+    name: str  # the spec it was loaded from
+    device: str
+    block_size: int
+    prompt_format: str  # "fim" | "chat"
+    dtype: str = ""

@@ -60,7 +60,7 @@ end
 ---@param bufnr integer
 ---@param command string
 ---@param answer table
----@param opts {pick_candidates: boolean}
+---@param opts {pick_candidates: boolean, codelens: boolean}
 local function follow_up(client, bufnr, command, answer, opts)
   if answer.error or answer.cancelled then
     return
@@ -81,9 +81,12 @@ end
 ---@param bufnr integer
 ---@param command string
 ---@param args table
----@param opts {pick_candidates: boolean}
+---@param opts {pick_candidates: boolean, codelens: boolean}
 local function run(client, bufnr, command, args, opts)
   client:exec_cmd({ title = command, command = command, arguments = { args } }, { bufnr = bufnr }, function(err, answer)
+    if opts.codelens then
+      require("dice.lenses").refresh(bufnr) -- a new measurement shows in the kernel's lens
+    end
     if err ~= nil then
       vim.notify(string.format("DICE: %s failed: %s", command, err.message), vim.log.levels.ERROR)
     elseif type(answer) == "table" then
@@ -92,7 +95,7 @@ local function run(client, bufnr, command, args, opts)
   end)
 end
 
----@param opts {pick_candidates: boolean}
+---@param opts {pick_candidates: boolean, codelens: boolean}
 function M.fill(cmd, opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = dice_client(bufnr)
@@ -109,7 +112,7 @@ end
 
 --- A position command (optimize, profile) at the cursor.
 ---@param command string
----@param opts {pick_candidates: boolean}
+---@param opts {pick_candidates: boolean, codelens: boolean}
 function M.at_cursor(command, opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = dice_client(bufnr)

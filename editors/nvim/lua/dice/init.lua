@@ -14,9 +14,10 @@ local M = {}
 ---@field enable boolean|nil start the client on CUDA/Python buffers (default true)
 ---@field progress boolean|nil echo the server's progress (default true)
 ---@field pick_candidates boolean|nil offer the candidates when none was applied (default true)
+---@field codelens boolean|nil show the server's code lenses (each kernel's last measurement; default true)
 
 ---@type dice.Options
-M.options = { enable = true, progress = true, pick_candidates = true }
+M.options = { enable = true, progress = true, pick_candidates = true, codelens = true }
 
 local group = vim.api.nvim_create_augroup("dice", { clear = true })
 
@@ -42,6 +43,17 @@ function M.setup(opts)
       pattern = { "begin", "report", "end" },
       callback = require("dice.status").on_progress,
     })
+  end
+
+  if M.options.codelens then
+    local lenses = require("dice.lenses")
+    vim.api.nvim_create_autocmd("LspAttach", {
+      group = group,
+      callback = function(ev)
+        lenses.on_attach(ev, group)
+      end,
+    })
+    vim.api.nvim_create_autocmd("LspProgress", { group = group, pattern = "end", callback = lenses.on_progress_end })
   end
 
   local commands = require("dice.commands")

@@ -37,13 +37,11 @@ def load(spec: str = "builtin", device=None, dtype=None):
         from engine.sglang import SGLangEngine
 
         return SGLangEngine(spec)
-    from engine.local import LocalEngine
-
-    if spec == "builtin":
-        return LocalEngine.from_folder(resolve_builtin(), device, dtype, name="builtin")
-    folder = Path(spec).expanduser()
+    folder = resolve_builtin() if spec == "builtin" else Path(spec).expanduser()
     if not folder.is_dir():
         raise EngineError(
             f"--model {spec!r}: not a checkpoint folder, 'builtin', dice://HOST:PORT or sglang://HOST:PORT"
         )
-    return LocalEngine.from_folder(folder, device, dtype)
+    from engine.local import LocalEngine  # torch: only once there is a model to load
+
+    return LocalEngine.from_folder(folder, device, dtype, name=spec)

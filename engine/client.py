@@ -1,0 +1,200 @@
+"""AsyncEngine: the engine in a worker process (msgpack frames over its stdin/stdout), or a
+remote `dice engine serve` (the same frames over TCP). The language server's way in: it never
+imports torch, and a crash on the other side is an EngineError, not a dead server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+import sys
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from engine.frames import encode_frame, read_frame_async
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress
+
+STDERR_LINES = 40
+
+
+def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
+    """dice://HOST:PORT[?token=...] -> (host, port, token); the token may also come from
+    DICE_ENGINE_TOKEN."""
+    url = urlsplit(spec)
+    if url.scheme != "dice" or not url.hostname or not url.port:
+        raise EngineError(f"bad engine address {spec!r}: expected dice://HOST:PORT[?token=...]")
+    token = parse_qs(url.query).get("token", [None])[0] or os.environ.get("DICE_ENGINE_TOKEN")
+    return url.hostname, url.port, token
+
+
+class AsyncEngine:
+    """See docs/architecture.md. Cancelling the awaiting task cancels the job between steps."""
+
+    def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None):
+        self.spec = spec
+        self.device = device
+        self.dtype = dtype
+        self.info: EngineInfo | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._stderr_task: asyncio.Task | None = None
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._jobs: dict[int, asyncio.Queue] = {}
+        self._ids = itertools.count(1)
+        self._start_lock = asyncio.Lock()
+
+    # --- connection -------------------------------------------------------------------------
+
+    async def start(self) -> EngineInfo:
+        """Start the worker (or connect) and wait until the model is loaded. Idempotent."""
+        async with self._start_lock:
+            if self.info is not None and self._reader_task is not None and not self._reader_task.done():
+                return self.info
+            await self._shutdown()
+            reader = await self._open()
+            try:
+                first = await read_frame_async(reader)
+            except EngineError as exc:
+                await self._shutdown()
+                raise EngineError(f"engine at {self.spec}: {exc}") from exc
+            if first is None or first.get("type") != "ready":
+                message = (first or {}).get("message") or await self._exit_report()
+                await self._shutdown()
+                raise EngineError(message)
+            self.info = EngineInfo(**first["info"])
+            self._reader_task = asyncio.create_task(self._read_loop(reader))
+            return self.info
+
+    async def _open(self) -> asyncio.StreamReader:
+        if self.spec.startswith("dice://"):
+            host, port, token = parse_dice_url(self.spec)
+            try:
+                reader, self._writer = await asyncio.open_connection(host, port)
+            except OSError as exc:
+                raise EngineError(f"cannot reach the engine at {host}:{port}: {exc}") from exc
+            self._send({"op": "hello", "token": token})
+            return reader
+        command = [sys.executable, "-m", "engine.worker", "--model", self.spec]
+        if self.device:
+            command += ["--device", self.device]
+        if self.dtype:
+            command += ["--dtype", self.dtype]
+        self._stderr.clear()
+        self._process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=1 << 20,
+        )
+        self._writer = self._process.stdin
+        self._stderr_task = asyncio.create_task(self._drain_stderr(self._process.stderr))
+        return self._process.stdout
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        """Keep the worker's last stderr lines (and never let its pipe fill up)."""
+        while line := await stream.readline():
+            self._stderr.append(line.decode(errors="replace").rstrip())
+
+    async def _exit_report(self) -> str:
+        if self._process is None:
+            return f"the engine at {self.spec} closed the connection"
+        code = await self._process.wait()
+        if self._stderr_task is not None:
+            await asyncio.wait([self._stderr_task], timeout=2)
+        tail = "\n".join(self._stderr) or "(no output)"
+        return f"engine worker exited (code {code}): {tail}"
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        """Route messages to their jobs; when the stream ends, fail every waiting job."""
+        failure = None
+        try:
+            while (message := await read_frame_async(reader)) is not None:
+                queue = self._jobs.get(message.get("id"))
+                if queue is not None:
+                    queue.put_nowait(message)
+        except (EngineError, OSError) as exc:
+            failure = f"engine stream broke: {exc}"
+        if failure is None:
+            failure = await self._exit_report()
+        for queue in self._jobs.values():
+            queue.put_nowait({"type": "error", "message": failure, "cancelled": False})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise EngineError("the engine is not running")
+        self._writer.write(encode_frame(message))
+
+    async def _shutdown(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            try:
+                self._writer.write(encode_frame({"op": "close"}))
+                self._writer.close()
+            except (OSError, RuntimeError):
+                pass
+        if self._process is not None and self._process.returncode is None:
+            try:
+                await asyncio.wait_for(self._process.wait(), timeout=5)
+            except asyncio.TimeoutError:
+                self._process.kill()
+                await self._process.wait()
+        for task in (self._reader_task, self._stderr_task):
+            if task is not None and not task.done():
+                task.cancel()
+        self._process = self._writer = self._reader_task = self._stderr_task = None
+        self.info = None
+
+    async def close(self) -> None:
+        async with self._start_lock:
+            await self._shutdown()
+
+    async def restart(self) -> EngineInfo:
+        await self.close()
+        return await self.start()
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    async def _call(self, method: str, args: dict[str, Any], on_progress: Callable[[Progress], None] | None) -> list[Candidate]:
+        await self.start()
+        job_id = next(self._ids)
+        queue: asyncio.Queue = asyncio.Queue()
+        self._jobs[job_id] = queue
+        try:
+            self._send({"op": "run", "id": job_id, "method": method, "args": args})
+            await self._writer.drain()
+            while True:
+                message = await queue.get()
+                kind = message.get("type")
+                if kind == "progress" and on_progress is not None:
+                    on_progress(Progress(**message["progress"]))
+                elif kind == "result":
+                    return [Candidate(**c) for c in message["candidates"]]
+                elif kind == "error":
+                    if message.get("cancelled"):
+                        raise Cancelled(message["message"])
+                    raise EngineError(message["message"])
+        except asyncio.CancelledError:
+            try:
+                self._send({"op": "cancel", "id": job_id})
+            except EngineError:
+                pass
+            raise
+        finally:
+            del self._jobs[job_id]
+
+    async def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
+                     on_progress=None, **sampling) -> list[Candidate]:
+        args = dict(prefix=prefix, suffix=suffix, n=n, max_tokens=max_tokens, reference=reference, sampling=sampling)
+        return await self._call("infill", args, on_progress)
+
+    async def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, **sampling) -> list[Candidate]:
+        return await self._call("generate", dict(prompt=prompt, n=n, max_tokens=max_tokens, sampling=sampling), on_progress)
+
+    async def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
+                       on_progress=None, **sampling) -> list[Candidate]:
+        args = dict(code=code, language=language, n=n, max_tokens=max_tokens, sampling=sampling)
+        return await self._call("optimize", args, on_progress)
+

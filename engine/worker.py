@@ -1,0 +1,50 @@
+"""The engine worker process: `python -m engine.worker --model SPEC`.
+
+Loads the model once, says {"type": "ready", "info"} (or {"type": "error"} and exits 2), then
+serves jobs on stdin/stdout (engine.frames, engine.service) until stdin closes. stdout carries
+only frames: anything a library prints goes to stderr, which the client keeps for error reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import asdict
+
+from engine.frames import encode_frame
+from engine.service import FrameWriter, serve
+from engine.types import EngineError
+
+
+def claim_stdout():
+    """A private handle on the real stdout for frames; fd 1 becomes stderr for stray prints."""
+    frames = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return frames
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.worker")
+    parser.add_argument("--model", default="builtin")
+    parser.add_argument("--device")
+    parser.add_argument("--dtype")
+    args = parser.parse_args(argv)
+    frames = claim_stdout()
+    try:
+        import engine
+
+        loaded = engine.load(args.model, device=args.device, dtype=args.dtype)
+    except Exception as exc:  # whatever breaks loading is reported, not a silent exit
+        message = str(exc) if isinstance(exc, EngineError) else f"could not load {args.model}: {type(exc).__name__}: {exc}"
+        frames.write(encode_frame({"type": "error", "id": None, "message": message, "cancelled": False}))
+        frames.flush()
+        return 2
+    frames.write(encode_frame({"type": "ready", "info": asdict(loaded.info())}))
+    frames.flush()
+    serve(loaded, sys.stdin.buffer, FrameWriter(frames))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""`engine.load("sglang://HOST:PORT")`: DICE prompts sent to an SGLang server's native
+`/generate` API (a server started with a DICE checkpoint; SGLang runs the block diffusion).
+
+The prompts and the extraction are the local engine's (engine.prompts tasks), through SDAR's
+chat template. The denoising schedule (strategy, steps, block size) is the server's own
+setting, so those sampling fields are not sent; temperature, top-k, top-p and the seed are.
+Written against SGLang's documented API; not yet run against a real SGLang server.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from engine import prompts
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Sampling
+
+CANCEL_POLL_S = 0.1
+REQUEST_TIMEOUT_S = 600.0
+
+
+def generate_request(task: prompts.Task, n: int, max_tokens: int, sampling: Sampling) -> dict[str, Any]:
+    """The JSON body of POST /generate: n copies of the prompt, one batch."""
+    params: dict[str, Any] = {"max_new_tokens": max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p}
+    if sampling.top_k > 0:
+        params["top_k"] = sampling.top_k
+    if sampling.seed is not None:
+        params["sampling_seed"] = sampling.seed
+    return {"text": [task.prompt] * n, "sampling_params": params}
+
+
+def candidates_from_response(body: Any, task: prompts.Task, seconds: float) -> list[Candidate]:
+    """/generate answers a batch with a list of {"text", "meta_info": {...}}."""
+    items = body if isinstance(body, list) else [body]
+    candidates = []
+    for item in items:
+        if not isinstance(item, dict) or "text" not in item:
+            raise EngineError(f"SGLang answered something that is not a /generate result: {str(item)[:200]}")
+        meta = item.get("meta_info") or {}
+        finish = meta.get("finish_reason") or {}
+        reason = "length" if isinstance(finish, dict) and finish.get("type") == "length" else "eos"
+        raw = item["text"]
+        candidates.append(Candidate(task.to_text(raw), int(meta.get("completion_tokens", 0)), 0, seconds, reason, raw))
+    return candidates
+
+
+class SGLangEngine:
+    model = None
+    tokenizer = None
+
+    def __init__(self, spec: str):
+        url = urlsplit(spec)
+        if url.scheme != "sglang" or not url.hostname or not url.port:
+            raise EngineError(f"bad SGLang address {spec!r}: expected sglang://HOST:PORT")
+        self.spec = spec
+        self.base = f"http://{url.hostname}:{url.port}"
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(self.spec, self.base, 4, "chat", "")
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            f"{self.base}/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise EngineError(f"SGLang at {self.base}: HTTP {exc.code}: {exc.read()[:300]!r}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise EngineError(f"SGLang at {self.base}: {exc}") from exc
+
+    def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
+            should_cancel: Callable[[], bool] | None) -> list[Candidate]:
+        body = generate_request(task, n, max_tokens, Sampling.from_kwargs(sampling))
+        started = time.perf_counter()
+        # The HTTP call blocks; wait on it in slices so that a cancel is noticed (the server
+        # finishes the request, its answer is dropped).
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:
+            future = pool.submit(self._post, body)
+            while True:
+                try:
+                    answer = future.result(timeout=CANCEL_POLL_S)
+                    break
+                except concurrent.futures.TimeoutError:
+                    if should_cancel is not None and should_cancel():
+                        raise Cancelled("cancelled") from None
+        finally:
+            pool.shutdown(wait=False)
+        return candidates_from_response(answer, task, time.perf_counter() - started)
+
+    def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
+                 **sampling) -> list[Candidate]:
+        return self.run(prompts.generate_task(prompt), n, max_tokens, sampling, should_cancel)
+
+    def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
+               on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
+        task = prompts.infill_task(prefix, suffix, reference, "chat", None)
+        return self.run(task, n, max_tokens, sampling, should_cancel)
+
+    def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024, on_progress=None,
+                 should_cancel=None, **sampling) -> list[Candidate]:
+        try:
+            task = prompts.optimize_task(code, language, "chat", None)
+        except ValueError as exc:
+            raise EngineError(f"optimize: {exc}") from exc
+        return self.run(task, n, max_tokens, sampling, should_cancel)

@@ -13,6 +13,8 @@ end
 
 function T.finish(result)
   result.notes = T.notes
+  -- Everything echoed with history, window/showMessage included.
+  result.messages = vim.api.nvim_exec2("messages", { output = true }).output
   vim.fn.writefile({ vim.json.encode(result) }, vim.env.DICE_TEST_OUT)
   vim.cmd("qa!")
 end
@@ -23,15 +25,17 @@ function T.wait(what, ms, condition)
   end
 end
 
---- Open `path`, wait for the dice client to attach and its first dice/status.
+--- Open `path`, wait for the dice client to attach and the server to say it is ready
+--- (it has read its settings then: a request sent earlier could run with the defaults).
 function T.open(path)
   vim.cmd.edit(path)
   T.wait("the dice client to attach", 30000, function()
     return #vim.lsp.get_clients({ bufnr = 0, name = "dice" }) > 0
   end)
   local client = vim.lsp.get_clients({ bufnr = 0, name = "dice" })[1]
-  T.wait("the first dice/status", 30000, function()
-    return require("dice.status").by_client[client.id] ~= nil
+  T.wait("dice/status saying ready", 60000, function()
+    local status = require("dice.status").by_client[client.id]
+    return status ~= nil and (status.message or ""):find("^ready") ~= nil
   end)
   return client
 end

@@ -107,3 +107,98 @@ def test_dice_profile_at_cursor_reports_the_verdict(nvim, repo_root: Path):
     # The verdict is shown on the kernel's name, with the same message.
     [on_name] = [d for d in result["diagnostics"] if d["lnum"] == 7 and "saxpy" in d["message"]]
     assert line.removeprefix("DICE: saxpy: ") in on_name["message"]
+
+
+def fill_settings(checkpoint: Path) -> dict:
+    """Two short candidates from the tiny model: a whole fill in seconds on a CPU."""
+    return {"settings": {"model": str(checkpoint), "candidates": 2, "maxTokens": 8, "temperature": 0.7}}
+
+
+# saxpy.cu line 12 (1-based) is `        y[i] = a * x[i] + y[i];`; the fill replaces its statement.
+FILL_LINE, FILL_START, FILL_END = 12, 8, 31  # 0-based byte columns, end exclusive
+
+
+def test_fill_code_action_then_apply_a_candidate(nvim, repo_root: Path, tiny_checkpoint: Path):
+    source = nvim.workdir / "saxpy.cu"
+    source.write_text((repo_root / "examples" / "saxpy.cu").read_text())
+    result = nvim.run(
+        f"""
+        T.open({lua_string(str(source))})
+        local before = T.lines()
+        -- The selection as a range (what visual mode hands code_action), the fill action applied.
+        vim.lsp.buf.code_action({{
+          filter = function(a) return a.title == "Fill selection with DICE" end,
+          apply = true,
+          range = {{ start = {{ {FILL_LINE}, {FILL_START} }}, ["end"] = {{ {FILL_LINE}, {FILL_END - 1} }} }},
+        }})
+        local function candidate_diagnostics()
+          return vim.iter(T.diagnostics()):filter(function(d) return d.message:find("^DICE candidate") end):totable()
+        end
+        T.wait("the candidates' diagnostics", 180000, function() return #candidate_diagnostics() == 2 end)
+        local after_fill = T.lines()
+        local judged = candidate_diagnostics()
+        -- Now the range offers each candidate; apply the first as the user would.
+        vim.lsp.buf.code_action({{
+          filter = function(a) return a.title:find("^Apply candidate 1: ") ~= nil end,
+          apply = true,
+          range = {{ start = {{ {FILL_LINE}, {FILL_START} }}, ["end"] = {{ {FILL_LINE}, {FILL_START} }} }},
+        }})
+        T.wait("candidate 1 in the buffer", 30000, function() return not vim.deep_equal(T.lines(), before) end)
+        T.wait("the applied candidate's diagnostic", 30000, function()
+          return vim.iter(T.diagnostics()):any(function(d) return d.message:find("^DICE candidate 1 %(applied%)") ~= nil end)
+        end)
+        T.finish({{ before = before, after_fill = after_fill, judged = judged, after_apply = T.lines(),
+                    diagnostics = T.diagnostics() }})
+        """,
+        setup=fill_settings(tiny_checkpoint),
+    )
+    before, after = result["before"], result["after_apply"]
+    # Without a GPU nothing is proven faster, so the fill itself applies nothing ...
+    if "not timed: no GPU" in result["messages"]:
+        assert result["after_fill"] == before
+    # ... and says, on the selected line, what became of each candidate.
+    assert all(d["lnum"] == FILL_LINE - 1 for d in result["judged"])
+    # Applying candidate 1 replaced exactly the selected span.
+    line = before[FILL_LINE - 1]
+    new_text = "\n".join(after)
+    assert new_text.startswith("\n".join(before[: FILL_LINE - 1]) + "\n" + line[:FILL_START])
+    assert new_text.endswith(line[FILL_END:] + "\n" + "\n".join(before[FILL_LINE:]))
+    assert after != before
+    applied = [d for d in result["diagnostics"] if d["message"].startswith("DICE candidate 1 (applied)")]
+    assert applied, result["diagnostics"]
+
+
+def test_dice_fill_command_on_a_visual_selection(nvim, repo_root: Path, tiny_checkpoint: Path):
+    source = nvim.workdir / "saxpy.cu"
+    source.write_text((repo_root / "examples" / "saxpy.cu").read_text())
+    result = nvim.run(
+        f"""
+        T.open({lua_string(str(source))})
+        local before = T.lines()
+        -- The user's pick in the candidate list: the first one.
+        local offered
+        vim.ui.select = function(items, opts, on_choice)
+          offered = {{ prompt = opts.prompt, titles = vim.iter(items):map(opts.format_item):totable() }}
+          on_choice(items[1], 1)
+        end
+        vim.api.nvim_win_set_cursor(0, {{ {FILL_LINE}, {FILL_START} }})
+        vim.cmd("normal! v{FILL_END - FILL_START - 1}l")
+        vim.cmd("normal! \\27")  -- leave visual mode: '< and '> now mark the selection
+        vim.cmd("'<,'>DiceFill")
+        T.wait("the fill's answer", 180000, function()
+          return offered ~= nil or vim.iter(T.notes):any(function(n) return n:find("^DICE: applied") ~= nil end)
+        end)
+        T.wait("the buffer to change", 30000, function() return not vim.deep_equal(T.lines(), before) end)
+        T.finish({{ before = before, after = T.lines(), offered = offered or vim.NIL }})
+        """,
+        setup=fill_settings(tiny_checkpoint),
+    )
+    before, after = result["before"], result["after"]
+    if result["offered"] is not None:  # nothing proven faster (no GPU): the user picked candidate 1
+        assert len(result["offered"]["titles"]) == 2
+        assert all(t.startswith(f"Apply candidate {i}: ") for i, t in enumerate(result["offered"]["titles"], 1))
+    line = before[FILL_LINE - 1]
+    new_text = "\n".join(after)
+    assert new_text.startswith("\n".join(before[: FILL_LINE - 1]) + "\n" + line[:FILL_START])
+    assert new_text.endswith(line[FILL_END:] + "\n" + "\n".join(before[FILL_LINE:]))
+    assert after != before

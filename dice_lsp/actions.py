@@ -1,0 +1,117 @@
+"""The code-action list: instant, computed from the text alone, each action carrying its
+command name and arguments in `data`. The model runs later, in codeAction/resolve, or in the
+command for clients that cannot resolve (those get a Command instead of data).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from profiler.spec import SpecError, parse_spec
+
+from dice_lsp.edits import candidate_slot
+from dice_lsp.measured import unit_at
+from dice_lsp.targets import TargetError, language_of
+from dice_lsp.verdict_view import candidate_title
+
+if TYPE_CHECKING:
+    from dice_lsp.job_registry import JobRegistry
+    from pygls.lsp.server import LanguageServer
+
+FILL = "dice.fill"
+OPTIMIZE = "dice.optimize"
+PROFILE = "dice.profile"
+ADD_SPEC = "dice.addSpec"
+APPLY_CANDIDATE = "dice.applyCandidate"
+SHOW_CANDIDATES = "dice.showCandidates"
+CANCEL = "dice.cancel"
+
+TITLES = {
+    FILL: "Fill selection with DICE",
+    OPTIMIZE: "Optimize this kernel with DICE",
+    PROFILE: "Profile this kernel",
+    ADD_SPEC: "Add benchmark spec",
+}
+KINDS = {
+    FILL: types.CodeActionKind.RefactorRewrite,
+    OPTIMIZE: types.CodeActionKind.RefactorRewrite,
+    PROFILE: types.CodeActionKind.Source,
+    ADD_SPEC: types.CodeActionKind.Source,
+}
+
+_converter = get_converter()
+
+
+def client_resolves_edits(server: LanguageServer) -> bool:
+    document = server.client_capabilities.text_document
+    code_action = document.code_action if document else None
+    resolve = code_action.resolve_support if code_action else None
+    return bool(resolve and "edit" in resolve.properties)
+
+
+def _action(server: LanguageServer, command: str, args: dict[str, Any]) -> types.CodeAction:
+    title = TITLES[command]
+    if client_resolves_edits(server):
+        return types.CodeAction(title=title, kind=KINDS[command], data={"command": command, "args": args})
+    return types.CodeAction(title=title, kind=KINDS[command], command=types.Command(title=title, command=command, arguments=[args]))
+
+
+def _has_spec(text: str, kernel: str) -> bool:
+    """Whether the kernel has a spec; a spec with errors counts (its diagnostic says what to fix)."""
+    try:
+        return kernel in parse_spec(text)
+    except SpecError:
+        return True
+
+
+def _wanted(kind: str, only: list[str] | None) -> bool:
+    return not only or any(kind == k or kind.startswith(k + ".") for k in only)
+
+
+def candidate_actions(jobs: JobRegistry, uri: str, text: str, start: int, end: int) -> list[types.CodeAction]:
+    """"Apply candidate i" for every finished job whose span (in the document as it is now) meets [start, end]."""
+    actions = []
+    for job in jobs.finished(uri):
+        slot = candidate_slot(job.result, text)
+        if slot is None or slot[1] < start or slot[0] > end:
+            continue
+        for i, (_, verdict, _) in enumerate(job.result.candidates):
+            title = candidate_title(i, verdict)
+            kind = types.CodeActionKind.QuickFix if verdict.status == "faster" else types.CodeActionKind.Refactor
+            args = {"uri": uri, "job": job.id, "index": i}
+            actions.append(
+                types.CodeAction(
+                    title=title,
+                    kind=kind,
+                    is_preferred=i == job.result.best,
+                    command=types.Command(title=title, command=APPLY_CANDIDATE, arguments=[args]),
+                )
+            )
+    return actions
+
+
+def code_actions(server: LanguageServer, jobs: JobRegistry, params: types.CodeActionParams) -> list[types.CodeAction]:
+    uri = params.text_document.uri
+    document = server.workspace.get_text_document(uri)
+    try:
+        language = language_of(document.path)
+    except TargetError:
+        return []
+    text = document.source
+    start = document.offset_at_position(params.range.start)
+    end = document.offset_at_position(params.range.end)
+    actions = []
+    if start != end:
+        actions.append(_action(server, FILL, {"uri": uri, "range": _converter.unstructure(params.range)}))
+    unit = unit_at(text, document.path, start)
+    if unit is not None:
+        at = {"uri": uri, "position": _converter.unstructure(params.range.start)}
+        actions.append(_action(server, OPTIMIZE, at))
+        actions.append(_action(server, PROFILE, at))
+        if language == "cuda" and not _has_spec(text, unit.name):
+            actions.append(_action(server, ADD_SPEC, at))
+    actions += candidate_actions(jobs, uri, text, start, end)
+    only = params.context.only if params.context else None
+    return [a for a in actions if _wanted(a.kind, only)]

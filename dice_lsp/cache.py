@@ -1,0 +1,90 @@
+"""Measured results on disk, so that reopening a file shows what was measured.
+
+One msgpack file per source file, holding verdicts keyed by a hash of what they measured:
+the kernel's text, the file's `dice:` spec lines and the GPU. A key that no longer
+matches the file is a stale result; `prune` drops those when the file changes on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+import msgpack
+from profiler.results import Verdict
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    if env := os.environ.get("DICE_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "dice-lsp" / "results"
+
+
+def result_key(code: str, spec: str, gpu: str | None) -> str:
+    """The cache key of one measurement: content hash, spec and GPU."""
+    digest = hashlib.sha256()
+    for part in (code, spec, gpu or "no gpu"):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+class ResultCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or default_cache_dir()
+
+    def _file(self, path: str) -> Path:
+        name = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:32]
+        return self.root / f"{name}.msgpack"
+
+    def _load(self, path: str) -> dict[str, dict]:
+        file = self._file(path)
+        try:
+            data = msgpack.unpackb(file.read_bytes(), raw=False)
+            return dict(data["entries"])
+        except FileNotFoundError:
+            return {}
+        except Exception as exc:  # a corrupt cache is a cache miss, never an error for the user
+            log.warning("ignoring unreadable cache file %s: %s", file, exc)
+            return {}
+
+    def _store(self, path: str, entries: dict[str, dict]) -> None:
+        file = self._file(path)
+        if not entries:
+            file.unlink(missing_ok=True)
+            return
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(msgpack.packb({"path": str(path), "entries": entries}, use_bin_type=True))
+        tmp.replace(file)  # atomic: a reader never sees half a file
+
+    def get(self, path: str, key: str) -> Verdict | None:
+        data = self._load(path).get(key)
+        if data is None:
+            return None
+        try:
+            return Verdict.from_json(data)
+        except (TypeError, ValueError, KeyError) as exc:
+            log.warning("ignoring cached result of another format for %s: %s", path, exc)
+            return None
+
+    def put(self, path: str, key: str, verdict: Verdict) -> None:
+        entries = self._load(path)
+        entries[key] = verdict.to_json()
+        self._store(path, entries)
+
+    def keys(self, path: str) -> set[str]:
+        return set(self._load(path))
+
+    def prune(self, path: str, live: set[str]) -> int:
+        """Drop every result of `path` whose key is not in `live`; how many were dropped."""
+        entries = self._load(path)
+        kept = {k: v for k, v in entries.items() if k in live}
+        if len(kept) != len(entries):
+            self._store(path, kept)
+        return len(entries) - len(kept)

@@ -1,0 +1,100 @@
+"""Diagnostics per document, from two sources published together: the compile-only check
+of the document, and the verdicts of the last job or profile run on it.
+
+Verdicts describe one exact text, so each set is anchored to the text it is about and shown
+only while the document holds that text: they appear once an applied edit lands, and
+vanish (rather than point at the wrong code) as soon as the user edits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from profiler.results import Diagnostic, Verdict
+
+from dice_lsp.lsp_text import line_range, lsp_range
+from dice_lsp.verdict_view import compiler_severity, severity
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+    from pygls.workspace import TextDocument
+
+SOURCE = "dice"
+
+
+def compiler_diagnostics(document: TextDocument, found: list[Diagnostic]) -> list[types.Diagnostic]:
+    return [
+        types.Diagnostic(
+            range=line_range(document, d.line, d.column),
+            message=d.message,
+            severity=compiler_severity(d.severity),
+            source=SOURCE,
+        )
+        for d in found
+    ]
+
+
+def verdict_diagnostic(
+    document: TextDocument, start: int, end: int, message: str, verdict: Verdict, *, in_document: bool = True
+) -> types.Diagnostic:
+    """A verdict over [start, end); one about code not in the document is at most a warning."""
+    level = severity(verdict)
+    if not in_document:
+        level = max(level, types.DiagnosticSeverity.Warning)
+    return types.Diagnostic(
+        range=lsp_range(document, start, end), message=message, severity=level, source=SOURCE, code=verdict.status
+    )
+
+
+def first_error(verdict: Verdict) -> str:
+    """The first compiler error of a candidate, with its line, for a one-line message."""
+    for d in verdict.diagnostics:
+        if d.severity == "error":
+            return f" (line {d.line}: {d.message})"
+    return ""
+
+
+class DiagnosticsStore:
+    def __init__(self, server: LanguageServer) -> None:
+        self._server = server
+        self._compile: dict[str, list[types.Diagnostic]] = {}
+        self._verdicts: dict[str, tuple[str, list[types.Diagnostic]]] = {}
+        self._verdicts_shown: dict[str, bool] = {}
+
+    def set_compile(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
+        self._compile[uri] = diagnostics
+        self.publish(uri)
+
+    def set_verdicts(self, uri: str, text: str, diagnostics: list[types.Diagnostic]) -> None:
+        """Verdict diagnostics about the document when it holds exactly `text`."""
+        self._verdicts[uri] = (text, diagnostics)
+        self.publish(uri)
+
+    def clear_verdicts(self, uri: str) -> None:
+        if self._verdicts.pop(uri, None) is not None:
+            self.publish(uri)
+
+    def document_changed(self, uri: str) -> None:
+        """Publish again if the edit showed or hid the verdicts."""
+        if uri in self._verdicts and self._verdicts_visible(uri) != self._verdicts_shown.get(uri):
+            self.publish(uri)
+
+    def forget(self, uri: str) -> None:
+        self._compile.pop(uri, None)
+        self._verdicts.pop(uri, None)
+        self._verdicts_shown.pop(uri, None)
+        self.publish(uri)
+
+    def _verdicts_visible(self, uri: str) -> bool:
+        anchored = self._verdicts.get(uri)
+        document = self._server.workspace.text_documents.get(uri)
+        return anchored is not None and document is not None and document.source == anchored[0]
+
+    def publish(self, uri: str) -> None:
+        visible = self._verdicts_visible(uri)
+        self._verdicts_shown[uri] = visible
+        verdicts = self._verdicts[uri][1] if visible else []
+        self._server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self._compile.get(uri, []) + verdicts)
+        )

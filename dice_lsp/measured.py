@@ -1,0 +1,82 @@
+"""The parts of a document that results attach to: each kernel (or a KernelBench model).
+
+A code lens goes over each one, a hover answers on its name, and its cache key is its
+own text plus the file's `dice:` spec lines, so an edit elsewhere keeps its results.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+import profiler
+
+from dice_lsp.cache import result_key
+from dice_lsp.targets import language_of
+from dice_lsp.text_offsets import offset_at_point
+
+_SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class MeasuredUnit:
+    name: str  # kernel name, or "ModelNew" / "Model"
+    start: int  # offsets of the whole kernel / class
+    end: int
+    name_start: int  # offsets of its name, where a hover answers
+    name_end: int
+    code: str  # what a measurement of it depends on, besides the spec and GPU
+
+
+def spec_text(text: str) -> str:
+    return "\n".join(m.group(0).strip() for m in _SPEC_LINE.finditer(text))
+
+
+def _cuda_units(text: str) -> list[MeasuredUnit]:
+    units = []
+    for kernel in profiler.find_kernels(text):
+        start, end = offset_at_point(text, kernel.start), offset_at_point(text, kernel.end)
+        found = re.compile(rf"\b{re.escape(kernel.name)}\b").search(text, start, end)
+        name_start = found.start() if found else start
+        units.append(
+            MeasuredUnit(kernel.name, start, end, name_start, name_start + len(kernel.name), text[start:end])
+        )
+    return units
+
+
+def _kernelbench_units(text: str) -> list[MeasuredUnit]:
+    """One unit for the file (the whole file is the benchmark), on ModelNew or else Model."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    node = classes.get("ModelNew") or classes.get("Model")
+    if node is None:
+        return []
+    start = offset_at_point(text, (node.lineno - 1, node.col_offset))
+    name_start = text.index(node.name, start)
+    end = offset_at_point(text, (node.end_lineno - 1, node.end_col_offset))
+    return [MeasuredUnit(node.name, start, end, name_start, name_start + len(node.name), text)]
+
+
+def measured_units(text: str, path: str) -> list[MeasuredUnit]:
+    try:
+        language = language_of(path)
+    except ValueError:
+        return []
+    return _cuda_units(text) if language == "cuda" else _kernelbench_units(text)
+
+
+def unit_at(text: str, path: str, offset: int) -> MeasuredUnit | None:
+    """The kernel (or KernelBench model) whose text holds the offset."""
+    return next((u for u in measured_units(text, path) if u.start <= offset <= u.end), None)
+
+
+def unit_key(text: str, unit: MeasuredUnit, gpu: str | None) -> str:
+    return result_key(unit.code, spec_text(text), gpu)
+
+
+def live_keys(text: str, path: str, gpu: str | None) -> set[str]:
+    return {unit_key(text, u, gpu) for u in measured_units(text, path)}

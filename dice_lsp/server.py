@@ -1,0 +1,331 @@
+"""The dice-lsp language server: every LSP handler, each a few lines that unpack the
+params, call the module that does the work, and answer in lsprotocol types.
+
+Heavy work never runs on the event loop: the engine lives in its worker process
+(engine.client.AsyncEngine) and the profiler in threads that drive sandboxed subprocesses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+
+from dice_lsp import actions, editor_jobs, kernel_tools
+from dice_lsp.cache import ResultCache
+from dice_lsp.compile_check import CompileChecker
+from dice_lsp.config import Settings, parse_settings
+from dice_lsp.diagnostics import DiagnosticsStore
+from dice_lsp.edits import candidate_edit
+from dice_lsp.engine_host import EngineHost
+from dice_lsp.file_watch import FileWatcher
+from dice_lsp.job_registry import JobRegistry
+from dice_lsp.lenses import code_lenses, hover
+from dice_lsp.measured import live_keys, measured_units, unit_key
+from dice_lsp.request_args import job_and_index
+from dice_lsp.status import StatusReporter
+from dice_lsp.targets import TargetError
+
+log = logging.getLogger("dice_lsp")
+
+VERSION = "0.1.0"
+
+
+class DiceProtocol(LanguageServerProtocol):
+    """pygls cancels a request's own task on $/cancelRequest, but a command's handler runs
+    as a separate task; cancel the job started by that request too."""
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        server = self._server
+        if isinstance(server, DiceServer):
+            server.jobs.cancel_request(msg_id)
+        super()._handle_cancel_notification(msg_id)
+
+
+class DiceServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("dice-lsp", VERSION, protocol_cls=DiceProtocol)
+        self.settings = Settings()
+        self.status = StatusReporter(self)
+        self.engines = EngineHost(self.status)
+        self.jobs = JobRegistry()
+        self.cache = ResultCache()
+        self.diagnostics = DiagnosticsStore(self)
+        self.checker = CompileChecker(self, self.diagnostics)
+        self.watcher = FileWatcher(self.on_disk_change)
+        self.gpu: str | None = None
+        self.settings_problems: list[str] = []
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def apply_settings(self, raw: Any) -> None:
+        self.settings, problems = parse_settings(raw)
+        for problem in problems:
+            self.show(types.MessageType.Warning, f"dice-lsp settings: {problem}")
+
+    async def reload_settings(self, pushed: Any = None) -> None:
+        """Settings from workspace/configuration when the client has it, else what it pushed."""
+        workspace = self.client_capabilities.workspace
+        if workspace and workspace.configuration:
+            try:
+                items = await self.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section="dice")])
+                )
+                pushed = items[0] if items else None
+            except Exception as exc:  # a client that fails the request keeps the pushed settings
+                log.warning("workspace/configuration failed: %s", exc)
+        if pushed is not None:
+            self.apply_settings(pushed)
+
+    def refresh_lenses(self) -> None:
+        workspace = self.client_capabilities.workspace
+        if workspace and workspace.code_lens and workspace.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
+
+    async def detect_gpu(self) -> None:
+        import profiler
+
+        try:
+            self.gpu = await asyncio.get_running_loop().run_in_executor(None, profiler.gpu_name)
+        except Exception as exc:  # no GPU query at all still leaves compile checks working
+            log.warning("GPU detection failed: %s", exc)
+            self.gpu = None
+        self.status.update(gpu=self.gpu, message="ready" if self.gpu else "ready (no GPU: results are not timed)")
+        self.refresh_lenses()
+
+    def on_disk_change(self, path: str) -> None:
+        """A watched file changed outside the editor: drop the results that no longer match it."""
+        uri = uris.from_fs_path(path) or path
+        if uri in self.workspace.text_documents:
+            return  # the editor owns the text; its didChange keeps results in step
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        dropped = self.cache.prune(path, live_keys(text, path, self.gpu))
+        self.jobs.forget(uri)
+        self.diagnostics.clear_verdicts(uri)
+        if dropped:
+            log.info("dropped %d stale result(s) of %s", dropped, path)
+            self.refresh_lenses()
+
+    def remember_applied(self, uri: str, job_id: str, index: int) -> None:
+        """Cache the verdict of an applied candidate under the kernel as it now reads."""
+        job = self.jobs.get(job_id)
+        if job is None or job.result is None:
+            return
+        _, verdict, new_text = job.result.candidates[index]
+        for unit in measured_units(new_text, job.result.snapshot.path):
+            if job.result.target.kernel in (None, unit.name):
+                self.cache.put(job.result.snapshot.path, unit_key(new_text, unit, self.gpu), verdict)
+
+
+server = DiceServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: DiceServer, params: types.InitializeParams) -> None:
+    ls.apply_settings(params.initialization_options)
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: DiceServer, params: types.InitializedParams) -> None:
+    ls.status.update(message="starting")
+    for folder in ls.workspace.folders.values():
+        if path := uris.to_fs_path(folder.uri):
+            ls.watcher.watch(path)
+    await ls.reload_settings()
+    await ls.detect_gpu()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: DiceServer, params: types.DidChangeConfigurationParams) -> None:
+    await ls.reload_settings(params.settings)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: DiceServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.checker.schedule(params.text_document.uri, 0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: DiceServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.diagnostics.document_changed(uri)
+    if ls.settings.diagnostics_on_change:
+        ls.checker.schedule(uri, ls.settings.debounce_ms)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: DiceServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.checker.schedule(params.text_document.uri, ls.settings.debounce_ms)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: DiceServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.checker.cancel(params.text_document.uri)
+    ls.diagnostics.forget(params.text_document.uri)
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(
+        code_action_kinds=[
+            types.CodeActionKind.RefactorRewrite,
+            types.CodeActionKind.Source,
+            types.CodeActionKind.QuickFix,
+            types.CodeActionKind.Refactor,
+        ],
+        resolve_provider=True,
+    ),
+)
+def code_action(ls: DiceServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    return actions.code_actions(ls, ls.jobs, params)
+
+
+@server.feature(types.CODE_ACTION_RESOLVE)
+async def resolve_code_action(ls: DiceServer, action: types.CodeAction) -> types.CodeAction:
+    data = action.data if isinstance(action.data, dict) else {}
+    command, args = data.get("command"), data.get("args")
+    if command in (actions.FILL, actions.OPTIMIZE):
+        outcome = await editor_jobs.generate(ls, command.removeprefix("dice."), args)
+        action.edit = outcome.edit
+    elif command == actions.PROFILE:
+        await kernel_tools.profile(ls, args)
+    elif command == actions.ADD_SPEC:
+        try:
+            action.edit = kernel_tools.add_spec_edit(ls, args)
+        except (TargetError, ValueError) as exc:
+            ls.show(types.MessageType.Warning, f"DICE: {exc}")
+    return action
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: DiceServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    return code_lenses(ls, params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover_kernel(ls: DiceServer, params: types.HoverParams) -> types.Hover | None:
+    return hover(ls, params.text_document.uri, params.position)
+
+
+async def _apply(ls: DiceServer, edit: types.WorkspaceEdit, label: str) -> bool:
+    reply = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+    if not reply.applied:
+        ls.show(types.MessageType.Warning, f"DICE: the editor did not apply the edit: {reply.failure_reason or 'no reason given'}")
+    return reply.applied
+
+
+async def _generate_command(ls: DiceServer, kind: str, args: tuple) -> dict:
+    outcome = await editor_jobs.generate(ls, kind, args[0] if args else None)
+    answer = outcome.to_json()
+    answer["applied"] = False
+    if outcome.edit is not None and outcome.result is not None:
+        answer["applied"] = await _apply(ls, outcome.edit, f"DICE {kind}")
+        if answer["applied"]:
+            ls.remember_applied(outcome.result.snapshot.uri, outcome.job, outcome.result.best)
+    return answer
+
+
+@server.command(actions.FILL)
+async def fill_command(ls: DiceServer, *args: Any) -> dict:
+    return await _generate_command(ls, "fill", args)
+
+
+@server.command(actions.OPTIMIZE)
+async def optimize_command(ls: DiceServer, *args: Any) -> dict:
+    return await _generate_command(ls, "optimize", args)
+
+
+@server.command(actions.PROFILE)
+async def profile_command(ls: DiceServer, *args: Any) -> dict:
+    return await kernel_tools.profile(ls, args[0] if args else None)
+
+
+@server.command(actions.ADD_SPEC)
+async def add_spec_command(ls: DiceServer, *args: Any) -> dict:
+    try:
+        edit = kernel_tools.add_spec_edit(ls, args[0] if args else None)
+    except (TargetError, ValueError) as exc:
+        ls.show(types.MessageType.Warning, f"DICE: {exc}")
+        return {"applied": False, "error": str(exc)}
+    return {"applied": await _apply(ls, edit, "DICE: add benchmark spec")}
+
+
+@server.command(actions.APPLY_CANDIDATE)
+async def apply_candidate_command(ls: DiceServer, *args: Any) -> dict:
+    try:
+        job_id, index = job_and_index(args[0] if args else None)
+        job = ls.jobs.get(job_id)
+        if job is None or job.result is None:
+            raise ValueError(f"job {job_id} is unknown or has not finished (results are dropped when the file changes on disk)")
+        if not 0 <= index < len(job.result.candidates):
+            raise ValueError(f"job {job_id} has {len(job.result.candidates)} candidate(s), not {index + 1}")
+    except ValueError as exc:
+        ls.show(types.MessageType.Warning, f"DICE: {exc}")
+        return {"applied": False, "error": str(exc)}
+    document = ls.workspace.get_text_document(job.result.snapshot.uri)
+    edit = candidate_edit(ls, job.result, index, document.source, document.version)
+    if edit is None:
+        message = "the text around the range changed since the job ran; run it again"
+        ls.show(types.MessageType.Warning, f"DICE: {message}")
+        return {"applied": False, "error": message}
+    applied = await _apply(ls, edit, f"DICE candidate {index + 1}")
+    if applied:
+        ls.remember_applied(document.uri, job_id, index)
+        editor_jobs.publish_job_diagnostics(ls, job.result, job.result.candidates[index][2], index)
+        ls.refresh_lenses()
+    return {"applied": applied}
+
+
+@server.command(actions.SHOW_CANDIDATES)
+def show_candidates_command(ls: DiceServer, *args: Any) -> dict:
+    """Every finished job of a document and its candidates' verdicts (for editor pickers)."""
+    uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+    found = []
+    for job in ls.jobs.finished(uri) if uri else []:
+        outcome = editor_jobs.Outcome("", job=job.id, result=job.result)
+        found.append(outcome.to_json())
+    return {"jobs": found}
+
+
+@server.command(actions.CANCEL)
+def cancel_command(ls: DiceServer, *args: Any) -> dict:
+    job = args[0].get("job") if args and isinstance(args[0], dict) else None
+    return {"cancelled": ls.jobs.cancel(None if job is None else str(job))}
+
+
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: DiceServer, params: None) -> None:
+    ls.jobs.cancel()
+    ls.watcher.stop()
+    await ls.engines.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dice-lsp", description="The DICE language server (stdio by default).")
+    parser.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.tcp:
+        server.start_tcp(args.host, args.port)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Offsets into a text from (line, column) pairs and back, counting columns in characters.
+
+The profiler and the CLI speak 0- or 1-based line/column in characters; the server
+converts LSP positions (UTF-16 by default) with pygls' own codec before it gets here.
+"""
+
+from __future__ import annotations
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of every line ("\\n" separated)."""
+    starts = [0]
+    pos = text.find("\n")
+    while pos != -1:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    return starts
+
+
+def offset_at(text: str, line: int, column: int) -> int:
+    """Offset of 0-based (line, column); raises ValueError outside the text.
+
+    A column past the end of its line is clamped to the line end, as LSP positions are.
+    """
+    starts = line_starts(text)
+    if line < 0 or column < 0 or line >= len(starts):
+        raise ValueError(f"position {line + 1}:{column + 1} is outside the file ({len(starts)} lines)")
+    line_end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
+    return min(starts[line] + column, line_end)
+
+
+def position_at(text: str, offset: int) -> tuple[int, int]:
+    """0-based (line, column) of an offset."""
+    offset = max(0, min(offset, len(text)))
+    line = text.count("\n", 0, offset)
+    return line, offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def offset_at_point(text: str, point: tuple[int, int]) -> int:
+    """Offset of a tree-sitter point: 0-based line and a column counted in UTF-8 bytes."""
+    line, byte_column = point
+    start = offset_at(text, line, 0)
+    end = text.find("\n", start)
+    line_text = text[start : end if end != -1 else len(text)]
+    return start + len(line_text.encode()[:byte_column].decode(errors="ignore"))

@@ -1,0 +1,222 @@
+"""An editor for the tests: the real dice-lsp server as a subprocess, driven by pytest-lsp's
+client with the capabilities of Neovim or VS Code, which applies the edits the server sends
+(workspace/applyEdit) to its own copy of the text and reports them back with didChange, as an
+editor does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Union
+
+import pytest
+import pytest_asyncio
+import pytest_lsp
+from lsprotocol import types
+from pygls.workspace import TextDocument
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE_DIR = tempfile.mkdtemp(prefix="dice-lsp-test-cache-")
+CLIENTS = ["neovim", "visual-studio-code"]
+
+
+def server_config(**env: str) -> ClientServerConfig:
+    return ClientServerConfig(
+        server_command=[sys.executable, "-m", "dice_lsp.server"],
+        server_env={**os.environ, "DICE_CACHE_DIR": CACHE_DIR, "PYTHONPATH": str(REPO), **env},
+    )
+
+
+class Editor:
+    """Open documents, ask for actions, and apply edits like an editor would."""
+
+    def __init__(self, client: LanguageClient, capabilities: types.ClientCapabilities) -> None:
+        self.client = client
+        self.capabilities = capabilities
+        self.documents: dict[str, TextDocument] = {}
+        self.statuses: list[dict[str, Any]] = []
+        self.applied_edits: list[types.WorkspaceEdit] = []
+        self.server_capabilities: types.ServerCapabilities | None = None
+        self.server_info: types.ServerInfo | None = None
+
+    def open(self, path: Path, text: str | None = None) -> str:
+        text = path.read_text() if text is None else text
+        uri = path.as_uri()
+        self.documents[uri] = TextDocument(uri, source=text, version=1)
+        language = "python" if path.suffix == ".py" else "cuda"
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, language, 1, text))
+        )
+        return uri
+
+    def text(self, uri: str) -> str:
+        return self.documents[uri].source
+
+    def change(self, uri: str, rng: types.Range, new_text: str) -> None:
+        """Type over a range, as the user would, and tell the server."""
+        document = self.documents[uri]
+        event = types.TextDocumentContentChangePartial(range=rng, text=new_text)
+        document.apply_change(event)
+        document.version = (document.version or 0) + 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(uri=uri, version=document.version), [event]
+            )
+        )
+
+    def apply(self, edit: types.WorkspaceEdit) -> None:
+        """Apply a WorkspaceEdit (changes or documentChanges), last edit first."""
+        self.applied_edits.append(edit)
+        per_uri: list[tuple[str, list[types.TextEdit]]] = []
+        if edit.changes:
+            per_uri += list(edit.changes.items())
+        for change in edit.document_changes or []:
+            if isinstance(change, types.TextDocumentEdit):
+                if change.text_document.version not in (None, self.documents[change.text_document.uri].version):
+                    raise AssertionError("edit for an outdated version of the document")
+                per_uri.append((change.text_document.uri, list(change.edits)))
+        for uri, edits in per_uri:
+            for text_edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+                self.change(uri, text_edit.range, text_edit.new_text)
+
+    async def code_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
+        result = await self.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri),
+                range=rng,
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
+        return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+    async def run_action(self, action: types.CodeAction) -> Any:
+        """What an editor does when the user picks the action: resolve it, or run its command."""
+        if action.data is not None and action.edit is None:
+            action = await self.client.code_action_resolve_async(action)
+        if action.edit is not None:
+            self.apply(action.edit)
+        if action.command is not None:
+            return await self.execute(action.command.command, *(action.command.arguments or []))
+        return action
+
+    async def execute(self, command: str, *args: Any) -> Any:
+        return await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=command, arguments=list(args))
+        )
+
+    async def wait_for(self, predicate, timeout: float = 60.0, what: str = "condition") -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            if loop.time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.05)
+
+    def messages(self) -> list[str]:
+        return [m.message for m in self.client.messages]
+
+
+def capabilities_without_resolve(name: str) -> types.ClientCapabilities:
+    """A client like `name` that cannot resolve code actions (they must carry commands)."""
+    caps = client_capabilities(name)
+    caps.text_document.code_action.resolve_support = None
+    return caps
+
+
+def read_code_actions_like_editors(client: LanguageClient) -> None:
+    """lsprotocol reads any code-action entry with a "command" key as a Command, so a
+    CodeAction that carries a Command object would arrive mangled. Editors tell them apart
+    by the key's type (a string for Command); do the same."""
+    converter = client.protocol._converter
+
+    def command_or_action(obj: Any, _: type) -> types.Command | types.CodeAction:
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return converter.structure(obj, kind)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], command_or_action)
+
+
+async def start_editor(
+    client: LanguageClient, capabilities: types.ClientCapabilities, root: Path, options: dict | None = None
+) -> Editor:
+    editor = Editor(client, capabilities)
+    read_code_actions_like_editors(client)
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        editor.apply(params.edit)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    @client.feature("dice/status")
+    def status(params: Any) -> None:
+        editor.statuses.append(params if isinstance(params, dict) else params._asdict())
+
+    @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
+    def lens_refresh(params: None) -> None:
+        return None
+
+    result = await client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(root.as_uri(), root.name)],
+            initialization_options=options,
+        )
+    )
+    editor.server_capabilities = result.capabilities
+    editor.server_info = result.server_info
+    return editor
+
+
+async def stop_server(client: LanguageClient) -> None:
+    """After a failed test the server may never have been told to exit: give it a few
+    seconds, then end it, so that the client can stop."""
+    process = client._server
+    if process is None or process.returncode is not None:
+        return
+    try:
+        await asyncio.wait_for(process.wait(), 10)
+    except asyncio.TimeoutError:
+        process.terminate()
+        await process.wait()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest_lsp.fixture(config=server_config(), params=CLIENTS)
+async def lsp(lsp_client: LanguageClient, request):
+    """The real server, talked to with the capabilities of Neovim or of VS Code."""
+    lsp_client.dice_capabilities = client_capabilities(request.param)
+    yield
+    await stop_server(lsp_client)
+
+
+@pytest_lsp.fixture(config=server_config(), params=["neovim"])
+async def lsp_without_resolve(lsp_client: LanguageClient, request):
+    """Neovim's capabilities minus codeAction/resolve: actions must carry commands."""
+    lsp_client.dice_capabilities = capabilities_without_resolve(request.param)
+    yield
+    await stop_server(lsp_client)
+
+
+@pytest_asyncio.fixture
+async def editor(lsp: LanguageClient, workspace: Path):
+    ed = await start_editor(lsp, lsp.dice_capabilities, workspace)
+    yield ed
+    await asyncio.wait_for(lsp.shutdown_session(), 30)
+
+
+@pytest_asyncio.fixture
+async def commands_editor(lsp_without_resolve: LanguageClient, workspace: Path):
+    ed = await start_editor(lsp_without_resolve, lsp_without_resolve.dice_capabilities, workspace)
+    yield ed
+    await asyncio.wait_for(lsp_without_resolve.shutdown_session(), 30)

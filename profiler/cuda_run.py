@@ -99,9 +99,11 @@ def build(source: str, filename: str, kernel: str) -> Built:
         module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=(kernel,))
         function = module.get_function(kernel)
         compiler = "nvrtc"
-    except cupy.cuda.compiler.CompileException as exc:
+    except Exception as exc:  # a compile error, or NVRTC refusing the name expression
         log = str(exc)
         if find_nvcc() is None:
+            if not isinstance(exc, cupy.cuda.compiler.CompileException):
+                raise
             diagnostics = parse_compiler_output(log, _log_filename(log, filename), source)
             raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log) from exc
         cubin, ptxas_log = _nvcc_cubin(source, filename, f"sm_{cupy.cuda.Device().compute_capability}")

@@ -16,19 +16,30 @@ from pathlib import Path
 
 from profiler.results import Verdict
 
+PHASE_FILE = "phase"
+# Phases that do not count against a candidate's time limit (they have one of their own):
+# starting Python and importing torch/CuPy, and compiling.
+BUILD_PHASES = ("start-up", "compile", "compile baseline", "build extension", "torch.compile")
+# Phases in which a failure means the candidate did not build.
+_BUILDING = ("compile", "load candidate", "build extension")
+
 # Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
 _FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
                 "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
 
 
 class Phase:
-    """What the runner is doing now, so that an exception can say where it happened."""
+    """What the runner is doing now, so that an exception can say where it happened, and so
+    that the sandbox can tell building (which has a limit of its own) from running."""
 
-    current = "starting"
+    current = "start-up"
 
     @classmethod
     def set(cls, name: str) -> None:
         cls.current = name
+        folder = os.environ.get("DICE_SANDBOX_DIR")
+        if folder:
+            Path(folder, PHASE_FILE).write_text(name)
 
 
 def fault_verdict(exc: BaseException) -> Verdict:
@@ -36,7 +47,7 @@ def fault_verdict(exc: BaseException) -> Verdict:
     first_line = text.splitlines()[0][:400]
     fault = any(word.lower() in text.lower() for word in _FAULT_WORDS)
     status = "crash" if fault else "error"
-    return Verdict.failed(status, f"{Phase.current}: {first_line}", compiled=Phase.current != "compile",
+    return Verdict.failed(status, f"{Phase.current}: {first_line}", compiled=Phase.current not in _BUILDING,
                           extra={"traceback": traceback.format_exc()[-3000:]})
 
 
@@ -59,6 +70,7 @@ def run(request: dict) -> Verdict:
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[0])
+    Phase.set("start-up")
     request = json.loads((folder / "request.json").read_text())
     try:
         verdict = run(request)

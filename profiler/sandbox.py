@@ -5,6 +5,10 @@ stdout/stderr), its own session (so a timeout kills everything it started, child
 included), and nothing from the caller but the environment. A hang becomes "timeout", a
 death by signal or without a result becomes "crash" with the tail of its stderr; the
 caller's process is never at risk, and the next candidate starts clean.
+
+Building is not running: time the runner reports spending in a build phase (NVRTC, a
+load_inline build of a few minutes, torch.compile) does not count against the time limit,
+up to BUILD_LIMIT_S of its own.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pathlib import Path
 from typing import Callable
 
 from profiler.paths import cache_dir
+from profiler.runner import BUILD_PHASES, PHASE_FILE
 
 POLL_S = 0.05
+BUILD_LIMIT_S = 600.0
 STDERR_TAIL_CHARS = 2000
 # The folder that holds the `profiler` package, so the child imports this same code.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -40,11 +46,12 @@ class SandboxOutcome:
     returncode: int | None
     stderr_tail: str
     seconds: float
+    phase: str = ""  # what the runner said it was doing last
 
     def why(self) -> str:
         """One line on how the process ended, for a verdict's message."""
         if self.status == "timeout":
-            return f"killed after the {self.seconds:.0f} s time limit"
+            return f"killed after {self.seconds:.0f} s, during {self.phase or 'start-up'} (over its time limit)"
         rc = self.returncode
         if rc is not None and rc < 0:
             how = f"killed by {signal.Signals(-rc).name}"
@@ -63,6 +70,13 @@ def _environment(folder: Path) -> dict[str, str]:
     env["DICE_SANDBOX_DIR"] = str(folder)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
+
+
+def _phase(folder: Path) -> str:
+    try:
+        return (folder / PHASE_FILE).read_text()
+    except OSError:
+        return ""
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -87,11 +101,16 @@ def run_sandboxed(request: dict, time_limit: float, *,
                 env=_environment(folder), start_new_session=True,
             )
             timed_out = False
+            build_s, last = 0.0, started
             try:
                 while proc.poll() is None:
                     if should_cancel is not None and should_cancel():
                         raise Cancelled("cancelled")
-                    if time.monotonic() - started > time_limit:
+                    now = time.monotonic()
+                    if _phase(folder) in BUILD_PHASES:
+                        build_s += now - last
+                    last = now
+                    if build_s > BUILD_LIMIT_S or now - started - build_s > time_limit:
                         timed_out = True
                         break
                     time.sleep(POLL_S)
@@ -102,10 +121,11 @@ def run_sandboxed(request: dict, time_limit: float, *,
         seconds = time.monotonic() - started
         stderr = (folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
         result_path = folder / "result.json"
+        phase = _phase(folder)
         if timed_out:
-            return SandboxOutcome("timeout", None, None, stderr, seconds)
+            return SandboxOutcome("timeout", None, None, stderr, seconds, phase)
         if result_path.is_file():
-            return SandboxOutcome("ok", json.loads(result_path.read_text()), proc.returncode, stderr, seconds)
-        return SandboxOutcome("crash", None, proc.returncode, stderr, seconds)
+            return SandboxOutcome("ok", json.loads(result_path.read_text()), proc.returncode, stderr, seconds, phase)
+        return SandboxOutcome("crash", None, proc.returncode, stderr, seconds, phase)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -27,6 +27,7 @@ MIN_RUNS = 20
 MAX_RUNS = 5000
 TARGET_REL_HALF_WIDTH = 0.01  # stop adding runs once the interval is within +-1% of the ratio
 ESCAPE_RUNS = 10
+EVENT_RESOLUTION_MS = 0.0005
 
 
 @dataclass
@@ -66,7 +67,9 @@ def _timed_runs(fns: list[Callable[[], Any]], runs: int, ops: DeviceOps) -> list
             end.record()
             events[i].append((start, end))
     ops.synchronize()
-    return [[ops.elapsed_ms(s, e) for s, e in pairs] for pairs in events]
+    # Events resolve about half a microsecond; two that read the same instant still bound a
+    # positive time, and ratios of times need it.
+    return [[max(ops.elapsed_ms(s, e), EVENT_RESOLUTION_MS) for s, e in pairs] for pairs in events]
 
 
 def time_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> TimeSummary:

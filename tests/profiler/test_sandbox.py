@@ -65,7 +65,7 @@ def test_hang_segfault_and_next_candidate(tmp_path):
     fine = candidate("")
     progress = []
     started = time.monotonic()
-    verdicts = profiler.judge(BASELINE, [hanging, segfault, raising, fine], "relu.py", time_limit=6.0,
+    verdicts = profiler.judge(BASELINE, [hanging, segfault, raising, fine], "relu.py", time_limit=4.0,
                               on_progress=lambda i, n: progress.append((i, n)))
     assert time.monotonic() - started < 60
     assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]

@@ -85,10 +85,10 @@ def test_resume_keeps_finished_problems_and_judges_generated_ones(
 
 
 def test_a_finished_run_is_not_overwritten_and_resume_needs_the_same_settings(
-    control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    control_problems: Path, correct_controls: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    args = [str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--limit", "1"]
+    args = [str(control_problems), "--solutions", str(correct_controls), "--out", str(out), "--limit", "1"]
     assert bench(*args) == 0
     capsys.readouterr()
     assert bench(*args) == 2
@@ -110,13 +110,13 @@ def test_bad_input_gets_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_a_problem_that_breaks_is_recorded_and_the_run_goes_on(
-    control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    control_problems: Path, correct_controls: Path, tmp_path: Path
 ) -> None:
     # A problem whose Model cannot even be imported, next to a good one.
     broken = control_problems / "level1" / "19_ReLU.py"
     broken.write_text("import no_such_module_anywhere\n" + broken.read_text())
     out = tmp_path / "out"
-    assert bench(str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--limit", "2") == 0
+    assert bench(str(control_problems), "--solutions", str(correct_controls), "--out", str(out), "--limit", "2") == 0
     run = load(out)
     assert [t.state for t in run.tasks.values()] == ["done", "done"]
     relu = run.tasks["level1/19_ReLU"].candidates[0].verdict

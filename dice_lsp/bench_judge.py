@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ import dice_lsp
 
 # The worker must import this checkout's packages whatever the current folder is.
 PACKAGE_ROOT = str(Path(dice_lsp.__file__).resolve().parent.parent)
+# Seconds an interrupted worker gets to end its sandbox before it is killed.
+STOP_GRACE_S = 10.0
 # Seconds granted to a problem on top of its candidates' own limits: loading the worker
 # and the profiler's own start-up.
 PROBLEM_OVERHEAD_S = 120.0
@@ -76,9 +79,10 @@ def worker_slots(cpu_budget: int | None = None) -> list[str | None]:
     return list(gpus[:budget]) if gpus else [None] * budget
 
 
-def run_worker(job: JudgeJob, gpu: str | None) -> dict[str, Any]:
+def run_worker(job: JudgeJob, gpu: str | None, live: set[subprocess.Popen] | None = None) -> dict[str, Any]:
     """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
-    as dice_lsp.bench_worker writes it."""
+    as dice_lsp.bench_worker writes it. The process sits in `live` while it runs, so that
+    a stopped run can kill it."""
     with tempfile.TemporaryDirectory(prefix="dice-bench-judge-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "verdicts.json")
         request.write_text(json.dumps(asdict(job)), encoding="utf-8")
@@ -95,11 +99,17 @@ def run_worker(job: JudgeJob, gpu: str | None) -> dict[str, Any]:
             text=True,
             start_new_session=True,  # its own process group, killed as a whole on timeout
         )
+        if live is not None:
+            live.add(proc)
         try:
             _, stderr = proc.communicate(timeout=job.deadline)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            stop_workers([proc])
+            proc.communicate()
             raise JudgeError(f"judging took longer than {job.deadline:.0f} s and was stopped") from None
+        finally:
+            if live is not None:
+                live.discard(proc)
         if proc.returncode != 0 or not result.exists():
             tail = (stderr or "").strip().splitlines()[-8:]
             raise JudgeError(f"judge worker exited with code {proc.returncode}: " + " | ".join(tail))
@@ -109,12 +119,25 @@ def run_worker(job: JudgeJob, gpu: str | None) -> dict[str, Any]:
     return answer
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def stop_workers(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
+    """Interrupt workers (SIGINT to their process groups), so that the profiler's own clean-up
+    kills its sandbox processes, which live in sessions of their own; SIGKILL what is left
+    after the grace period."""
+    for proc in procs:
+        _signal_group(proc, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in procs:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
-    proc.communicate()
 
 
 class JudgePool:
@@ -127,6 +150,7 @@ class JudgePool:
         self.size = len(slots)
         # Threads only wait on worker processes; the work itself happens in those.
         self.executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="dice-bench-judge")
+        self.live: set[subprocess.Popen] = set()
 
     def submit(self, job: JudgeJob) -> Future:
         return self.executor.submit(self._run, job)
@@ -134,12 +158,16 @@ class JudgePool:
     def _run(self, job: JudgeJob) -> dict[str, Any]:
         slot = self.slots.get()
         try:
-            return run_worker(job, slot)
+            return run_worker(job, slot, self.live)
         finally:
             self.slots.put(slot)
 
     def __enter__(self) -> "JudgePool":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type | None, *exc: object) -> None:
+        if exc_type is not None:
+            # Stopped (Ctrl-C) or failed: the workers are in their own sessions, so the
+            # signal did not reach them; end them instead of waiting out their problems.
+            stop_workers(list(self.live))
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -130,3 +130,46 @@ def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyP
     job = JudgeJob(source, [source], "19_ReLU.py", time_limit=0.05)  # deadline 0.15 s: cannot finish
     with pytest.raises(JudgeError, match="longer than"):
         run_worker(job, None)
+
+
+def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tmp_path: Path) -> None:
+    import os
+    import threading
+    import time
+
+    from dice_lsp.bench_judge import stop_workers
+
+    pid_file = tmp_path / "sandbox.pid"
+    source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
+    hanging = source + (
+        "\nimport os, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    live: set = set()
+    errors: list[BaseException] = []
+
+    def judge() -> None:
+        try:
+            run_worker(JudgeJob(source, [hanging], "19_ReLU.py", time_limit=120.0), None, live)
+        except BaseException as exc:  # the worker is stopped: JudgeError, recorded for the check below
+            errors.append(exc)
+
+    thread = threading.Thread(target=judge)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the sandbox never ran the candidate"
+    sandbox_pid = int(pid_file.read_text())
+    stop_workers(list(live))
+    thread.join(timeout=30)
+    assert not thread.is_alive() and errors and isinstance(errors[0], JudgeError)
+    for _ in range(50):
+        try:
+            os.kill(sandbox_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"sandbox process {sandbox_pid} outlived its stopped worker")

@@ -13,7 +13,9 @@ same on two runs, and it is timed without a comparison.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -57,10 +59,10 @@ def _log_filename(log: str, fallback: str) -> str:
     return match.group(1) if match else fallback
 
 
-def _nvcc_cubin(source: str, filename: str, arch: str) -> tuple[Path, str]:
+def _nvcc_cubin(source: str, filename: str, arch: str, include_dirs: list[str]) -> tuple[Path, str]:
     """Compile with nvcc to a cubin cached by content hash + arch; (path, ptxas -v log)."""
     nvcc = find_nvcc()
-    key = content_key(source, arch, "nvcc-cubin")
+    key = content_key(source, arch, "nvcc-cubin", *include_dirs)
     folder = cache_dir("cubin")
     cubin, log_path = folder / f"{key}.cubin", folder / f"{key}.log"
     if cubin.is_file() and log_path.is_file():
@@ -69,14 +71,17 @@ def _nvcc_cubin(source: str, filename: str, arch: str) -> tuple[Path, str]:
         src = Path(tmp) / (Path(filename).stem + ".cu")
         src.write_text(source)
         out = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
-                              "-o", str(Path(tmp) / "k.cubin"), str(src)],
+                              *[f"-I{d}" for d in include_dirs], "-o", str(Path(tmp) / "k.cubin"), str(src)],
                              capture_output=True, text=True, timeout=300, cwd=tmp)
         log = out.stdout + out.stderr
         if out.returncode != 0:
             diagnostics = parse_compiler_output(log, src.name, source)
             raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log)
-        (Path(tmp) / "k.cubin").replace(cubin)
-    log_path.write_text(log)
+        log_path.write_text(log)
+        # Copied in under a temporary name, then renamed: a concurrent reader never sees half.
+        partial = cubin.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(Path(tmp) / "k.cubin", partial)
+        partial.replace(cubin)
     return cubin, log
 
 
@@ -90,13 +95,14 @@ def _entry_name(ptxas_log: str, kernel: str) -> str:
                         ptxas_log)
 
 
-def build(source: str, filename: str, kernel: str) -> Built:
+def build(source: str, filename: str, kernel: str, include_dirs: list[str]) -> Built:
     """NVRTC first (CuPy caches it by content and architecture); a document NVRTC cannot
     take (host code, standard headers) is built by nvcc into a cached cubin."""
     import cupy
 
+    options = ("-std=c++17", *[f"-I{d}" for d in include_dirs])
     try:
-        module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=(kernel,))
+        module = cupy.RawModule(code=source, options=options, name_expressions=(kernel,))
         function = module.get_function(kernel)
         compiler = "nvrtc"
     except Exception as exc:  # a compile error, or NVRTC refusing the name expression
@@ -106,7 +112,8 @@ def build(source: str, filename: str, kernel: str) -> Built:
                 raise
             diagnostics = parse_compiler_output(log, _log_filename(log, filename), source)
             raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log) from exc
-        cubin, ptxas_log = _nvcc_cubin(source, filename, f"sm_{cupy.cuda.Device().compute_capability}")
+        arch = f"sm_{cupy.cuda.Device().compute_capability}"
+        cubin, ptxas_log = _nvcc_cubin(source, filename, arch, include_dirs)
         module = cupy.RawModule(path=str(cubin))
         function = module.get_function(_entry_name(ptxas_log, kernel))
         compiler = "nvcc"
@@ -249,17 +256,19 @@ def run_cuda(request: dict) -> Verdict:
     from profiler.device import cupy_ops, cupy_peak_bandwidth_gbs
 
     kernel, params = request["kernel"], request["params"]
+    includes = request.get("include_dirs", [])
     launch = (tuple(request["grid"]), tuple(request["block"]), int(request["shared"]))
     Phase.set("compile baseline")
     try:
-        base_built = build(request["baseline"]["source"], request["baseline"]["filename"], kernel)
+        base_built = build(request["baseline"]["source"], request["baseline"]["filename"], kernel, includes)
     except CompileFailed as exc:
         return Verdict.failed("error", f"the baseline does not compile: {exc.diagnostics[0].message}")
     candidate = request["candidate"]
     profiling = candidate is None
     Phase.set("compile")
     try:
-        cand_built = base_built if profiling else build(candidate["source"], candidate["filename"], kernel)
+        cand_built = base_built if profiling else build(candidate["source"], candidate["filename"], kernel,
+                                                        includes)
     except CompileFailed as exc:
         first = next((d for d in exc.diagnostics if d.severity == "error"), exc.diagnostics[0])
         return Verdict.failed("compile_error", f"does not compile: line {first.line}: {first.message}",

@@ -109,6 +109,7 @@ class _CudaJob:
             "flops": self.spec.flops,
             "seeds": _seeds(),
             "time_budget_s": _time_budget(time_limit),
+            "include_dirs": [os.path.dirname(os.path.abspath(self.path))] if self.path else [],
         }
 
     def judge(self, candidate: str | None, time_limit: float, should_cancel) -> Verdict:

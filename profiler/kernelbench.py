@@ -103,14 +103,26 @@ def map_build_log(log: str, document: str) -> list[Diagnostic]:
     return diagnostics
 
 
-def _build_failure(exc: BaseException, document: str) -> Verdict:
+def _raising_line(exc: BaseException, filename: str) -> int:
+    """The document's line where `exc` was raised (its innermost frame in the document)."""
+    line = 1
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _build_failure(exc: BaseException, document: str, filename: str) -> Verdict:
     log = str(exc)
     if "Ninja is required" in log:  # the machine, not the candidate
         return Verdict.failed("error", "load_inline needs ninja on this machine: pip install ninja")
     diagnostics = map_build_log(log, document)
     if not diagnostics:
         tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]
-        diagnostics = [Diagnostic(1, 1, "error", f"{type(exc).__name__}: {' '.join(tail)[:600]}")]
+        diagnostics = [Diagnostic(_raising_line(exc, filename), 1, "error",
+                                  f"{type(exc).__name__}: {' '.join(tail)[:600]}")]
     first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0])
     return Verdict.failed("compile_error", f"does not build: line {first.line}: {first.message}",
                           diagnostics=diagnostics)
@@ -188,6 +200,16 @@ def _poison_allocator(like: list) -> None:
     del blocks
 
 
+def _strict_fp32() -> None:
+    """The baseline computes in true fp32: TF32 in cuBLAS/cuDNN would make an exact kernel
+    look wrong, and a candidate that switches TF32 on for itself must not switch the
+    baseline's on too (set again before every baseline run)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
 def _mismatch(expected: list, got: list) -> str | None:
     if len(expected) != len(got):
         return f"{len(got)} output tensors, expected {len(expected)}"
@@ -236,6 +258,7 @@ class Problem:
 
         inputs = self.inputs(seed, signed)
         Phase.set("baseline run")
+        _strict_fp32()
         expected = _tensors(self.model(*_clone(inputs)))
         torch.cuda.synchronize()
         if signed and self.signed_ok is None:
@@ -262,9 +285,7 @@ def run_kernelbench(request: dict) -> Verdict:
     from profiler.device import torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
-    # The baseline is true fp32: TF32 in cuBLAS/cuDNN would make an exact kernel look wrong.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    _strict_fp32()
     baseline, candidate = request["baseline"], request["candidate"]
     profiling = candidate is None
     Phase.set("load baseline")
@@ -278,7 +299,7 @@ def run_kernelbench(request: dict) -> Verdict:
             if not torch.cuda.is_available():
                 return Verdict.failed("no_gpu", f"not run: no GPU (the candidate cannot be built here: "
                                                 f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})")
-            return _build_failure(exc, candidate["source"])
+            return _build_failure(exc, candidate["source"], candidate["filename"])
     if not torch.cuda.is_available():
         return Verdict.failed("no_gpu", "loaded; not timed: no GPU", compiled=True)
     seeds = request["seeds"]
@@ -362,8 +383,7 @@ def run_torch_compile(request: dict) -> Verdict:
     from profiler.device import torch_ops
 
     torch.set_grad_enabled(False)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    _strict_fp32()
     if not torch.cuda.is_available():
         return Verdict.failed("no_gpu", "not timed: no GPU")
     Phase.set("load baseline")

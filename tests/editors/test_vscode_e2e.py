@@ -84,7 +84,7 @@ def package_vsix() -> Path:
     return EXTENSION / "dice-lsp.vsix"
 
 
-def run_vscode_e2e(tools: E2eTools, workdir: Path, settings: dict, *, fill: bool) -> dict:
+def run_vscode_e2e(tools: E2eTools, workdir: Path, settings: dict) -> dict:
     """Start code-server on a workspace holding bad.cu and saxpy.cu, run vscode_e2e.js, return its result."""
     workspace, user_data, extensions, out = (workdir / n for n in ("ws", "user-data", "extensions", "out"))
     for folder in (workspace, user_data / "User", extensions, out):
@@ -100,6 +100,8 @@ def run_vscode_e2e(tools: E2eTools, workdir: Path, settings: dict, *, fill: bool
                 "extensions.ignoreRecommendations": True,
                 "telemetry.telemetryLevel": "off",
                 "workbench.tips.enabled": False,
+                "chat.disableAIFeatures": True,  # keeps the Chat view out of the screenshots
+                "workbench.secondarySideBar.defaultVisibility": "hidden",
                 **settings,
             }
         )
@@ -133,7 +135,6 @@ def run_vscode_e2e(tools: E2eTools, workdir: Path, settings: dict, *, fill: bool
                 "DICE_E2E_PLAYWRIGHT": str(tools.playwright),
                 "DICE_E2E_CHROMIUM": str(tools.chromium),
                 "DICE_E2E_OUT": str(out),
-                "DICE_E2E_FILL": "1" if fill else "0",
             },
             capture_output=True,
             text=True,
@@ -157,6 +158,9 @@ def run_vscode_e2e(tools: E2eTools, workdir: Path, settings: dict, *, fill: bool
     return result
 
 
+pytestmark = pytest.mark.slow  # about a minute of VS Code start-up and page driving
+
+
 @pytest.fixture(scope="module")
 def e2e_tools() -> E2eTools:
     tools = find_tools()
@@ -169,10 +173,30 @@ def steps(result: dict) -> dict[str, dict]:
     return {s["name"]: s for s in result["steps"]}
 
 
-def test_vscode_extension_status_diagnostics_lens_and_profile(e2e_tools, tmp_path):
-    done = steps(run_vscode_e2e(e2e_tools, tmp_path, {}, fill=False))
+def test_vscode_extension_end_to_end(e2e_tools, tmp_path, tiny_checkpoint):
+    # Two short candidates from a tiny random model: a real fill, fast on a CPU.
+    settings = {"dice.model": str(tiny_checkpoint), "dice.candidates": 2, "dice.maxTokens": 8}
+    result = run_vscode_e2e(e2e_tools, tmp_path, settings)
+    done = steps(result)
     assert "DICE" in done["status bar"]["text"] and "GPU" in done["status bar"]["text"]
     assert 'identifier "undefined_name" is undefined' in done["diagnostic"]["text"]
     assert done["code lens"]["text"]  # a lens above saxpy: "Profile this kernel" or its last measurement
     assert "DICE: saxpy: " in done["profile"]["text"]
+    if "candidates offered" in done:  # nothing proven faster (no GPU): the user picks one
+        titles = done["candidates offered"]["titles"]
+        assert len(titles) == 2 and all(f"Apply candidate {i}: " in t for i, t in enumerate(titles, 1))
+    else:
+        assert "DICE: applied candidate" in done["applied at once"]["text"]
+    before, after = done["filled"]["before"], done["filled"]["after"]
+    assert "y[i] = a * x[i] + y[i];" in before and after != before
     assert "done" in done
+    keep_captures(Path(result["out"]))
+
+
+def keep_captures(out: Path) -> None:
+    """Copy the screenshots to $DICE_EDITOR_CAPTURES, when set (how docs/captures are made)."""
+    target = os.environ.get("DICE_EDITOR_CAPTURES")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for png in out.glob("vscode-*.png"):
+            shutil.copy(png, Path(target) / png.name)

@@ -1,10 +1,10 @@
 // Drives real VS Code (code-server) in headless Chromium with the DICE extension installed:
 // open a CUDA file with a compile error, wait for the server's status and diagnostics, run
-// "DICE: Profile Kernel" from the command palette, optionally fill a selection, screenshot.
+// "DICE: Profile Kernel" from the command palette, fill a selection, take screenshots.
 //
 // Run by test_vscode_e2e.py. Input (env): DICE_E2E_URL (code-server with the workspace
 // folder), DICE_E2E_PLAYWRIGHT (path of the playwright-core package), DICE_E2E_CHROMIUM,
-// DICE_E2E_OUT (folder for result.json and screenshots), DICE_E2E_FILL ("1": also fill).
+// DICE_E2E_OUT (folder for result.json and screenshots).
 "use strict";
 
 const fs = require("node:fs");
@@ -44,8 +44,10 @@ async function goToLine(page, line) {
   await page.keyboard.press("Enter");
 }
 
+/** The visible lines of the editor (Monaco renders spaces as no-break spaces). */
 async function editorText(page) {
-  return page.locator(".editor-instance .view-lines").first().innerText();
+  const text = await page.locator(".editor-instance .view-lines").first().innerText();
+  return text.replace(/\u00a0/g, " ");
 }
 
 async function main() {
@@ -85,19 +87,26 @@ async function main() {
     step("profile", { text: await verdict.first().innerText() });
     await page.screenshot({ path: path.join(OUT, "vscode-profile.png") });
 
-    if (process.env.DICE_E2E_FILL === "1") {
+    {
       const before = await editorText(page);
       await goToLine(page, 12);
       await page.keyboard.press("End");
       await page.keyboard.press("Shift+Home"); // the body of the `if`: y[i] = a * x[i] + y[i];
       await runCommand(page, "DICE: Fill Selection");
       // Without a GPU no candidate is applied: the extension offers them in a quick pick.
+      // With a GPU the best candidate may be applied at once, and announced.
       const pick = page.locator(".quick-input-list .monaco-list-row", { hasText: "candidate 1" });
-      await pick.first().waitFor({ timeout: 300000 });
-      step("candidates offered", { titles: await page.locator(".quick-input-list .monaco-list-row").allInnerTexts() });
-      await pick.first().click();
+      const applied = page.locator(".notification-toast", { hasText: "DICE: applied candidate" });
+      await pick.or(applied).first().waitFor({ timeout: 300000 });
+      if (await pick.count()) {
+        step("candidates offered", { titles: await page.locator(".quick-input-list .monaco-list-row").allInnerTexts() });
+        await page.screenshot({ path: path.join(OUT, "vscode-candidates.png") });
+        await pick.first().click();
+      } else {
+        step("applied at once", { text: await applied.first().innerText() });
+      }
       await page.waitForFunction(
-        (old) => document.querySelector(".editor-instance .view-lines").innerText !== old,
+        (old) => document.querySelector(".editor-instance .view-lines").innerText.replace(/\u00a0/g, " ") !== old,
         before,
         { timeout: 60000 },
       );

@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from dice_lsp.bench_problems import Problem, is_kernelbench_source, module_level_names
-from dice_lsp.bench_splice import splice_model_new
+from dice_lsp.targets import model_new_target
 
 INFILL_FIELDS = ("reference", "prefix", "middle", "suffix")
+
+
+def splice_model_new(problem: str, candidate: str) -> str:
+    """The KernelBench file `problem` with `candidate` (code defining ModelNew) in place of
+    its `class ModelNew`, or appended: the same span `dice optimize` replaces."""
+    target = model_new_target(problem)
+    return problem[: target.start] + target.lead + candidate + target.trail + problem[target.end :]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dice_lsp.bench_results import load
-from dice_lsp.bench_splice import splice_model_new
+from dice_lsp.bench_tasks import splice_model_new
 from dice_lsp.cli import main
 
 from .conftest import CONTROL_PROBLEMS, copy_problems

@@ -1,4 +1,4 @@
-"""Putting a candidate ModelNew into a problem file."""
+"""Putting a candidate ModelNew into a problem file (the span `dice optimize` replaces)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from dice_lsp.bench_problems import is_kernelbench_source, module_level_names
-from dice_lsp.bench_splice import splice_model_new
+from dice_lsp.bench_tasks import splice_model_new
 
 CANDIDATE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
 
@@ -19,7 +19,7 @@ def test_appended_when_the_problem_has_no_model_new(kernelbench_dir: Path) -> No
     problem = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
     spliced = splice_model_new(problem, CANDIDATE)
     assert spliced.startswith(problem.rstrip("\n"))
-    assert spliced.endswith(CANDIDATE)
+    assert spliced.rstrip("\n").endswith(CANDIDATE.rstrip("\n"))
     assert _classes(spliced) == ["Model", "ModelNew"]
     assert is_kernelbench_source(spliced)
 

@@ -1,0 +1,248 @@
+"""Block-diffusion training of the built-in model on fill-in-the-middle CUDA examples.
+
+    python -m engine.train --settings engine/builtin/train_settings.json --out DIR [--resume]
+
+Each step (BD3LM / SDAR style): a packed batch x0 of FIM examples (engine/fim_data.py); in
+every block of `block_size` tokens, k ~ U{1..block} positions are replaced by <|MASK|>,
+giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
+
+- clean token in block b: clean tokens of blocks <= b (block-causal, as the KV cache at
+  inference holds the committed blocks);
+- noisy token in block b: noisy tokens of its own block (bidirectional) and clean tokens of
+  blocks < b, which is exactly what a block being denoised sees at inference;
+- nothing crosses from one packed example to another.
+
+The loss is the mean cross-entropy over masked positions, unweighted: with 4-token blocks the
+MDLM 1/t weight takes the values 4, 2, 1.33, 1 and mostly amplifies the noise of blocks with
+one masked token; the weighted form only matters for likelihood bounds, not for fills.
+All tokens of an example are noised (prompt and middle), so the model also learns CUDA
+itself from the context; the middle is what decoding asks of it.
+
+The learning-rate schedule runs on training seconds (`budget_seconds`), so that one run fits
+the device machine's per-command limit whatever its speed; `train_state.pt` (weights,
+optimizer, step, seconds trained, data RNG) is written every `save_every_seconds` and at
+the end, and `--resume` continues from it. Every step appends to `loss.csv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.fim_data import PAD_DOC, Batch, CorpusSplit, FimSampler
+from engine.loading import save_checkpoint
+from engine.model import SDARConfig, SDARForCausalLM
+
+
+@dataclass
+class TrainSettings:
+    data: str = ".corpus/data"               # scripts/build_corpus.py output
+    tokenizer: str = ".corpus/tokenizer"
+    model: dict = field(default_factory=dict)   # SDARConfig fields
+    seq_len: int = 1024
+    batch_size: int = 32
+    max_middle: int = 160
+    peak_lr: float = 2e-3
+    final_lr_ratio: float = 0.1
+    warmup_steps: int = 200
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    budget_seconds: float = 400.0
+    save_every_seconds: float = 120.0
+    log_every: int = 10
+    shard_bytes: int = 15_000_000           # the device machine returns files under 16 MiB
+    seed: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> "TrainSettings":
+        return cls(**json.loads(path.read_text()))
+
+
+def training_mask(doc: torch.Tensor, block_size: int) -> torch.Tensor:
+    """bool [B, 1, 2T, 2T] for the [x0 ; xt] layout (True = may attend); see module doc."""
+    b, t = doc.shape
+    blk = torch.arange(t, device=doc.device) // block_size
+    same_doc = doc[:, :, None] == doc[:, None, :]
+    le = blk[None, :, None] >= blk[None, None, :]
+    lt = blk[None, :, None] > blk[None, None, :]
+    eq = blk[None, :, None] == blk[None, None, :]
+    clean = torch.cat([same_doc & le, torch.zeros_like(same_doc)], dim=2)
+    noisy = torch.cat([same_doc & lt, (same_doc & eq).expand(b, t, t)], dim=2)
+    return torch.cat([clean, noisy], dim=1)[:, None]
+
+
+def block_noise(ids: torch.Tensor, doc: torch.Tensor, block_size: int, pad_doc: int,
+                generator: torch.Generator) -> torch.Tensor:
+    """bool [B, T]: which tokens to mask. Each block masks k ~ U{1..block_size} of its
+    positions, chosen at random; padding is never masked."""
+    b, t = ids.shape
+    scores = torch.rand(b, t // block_size, block_size, generator=generator, device=ids.device)
+    rank = scores.argsort(-1).argsort(-1)
+    k = torch.randint(1, block_size + 1, (b, t // block_size, 1), generator=generator, device=ids.device)
+    return (rank < k).reshape(b, t) & (doc < pad_doc)
+
+
+def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: int,
+                   generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    ids = torch.from_numpy(batch.ids).to(device)
+    doc = torch.from_numpy(batch.doc).to(device)
+    pos = torch.from_numpy(batch.pos).to(device)
+    bs = model.config.block_size
+    t = ids.shape[1]
+    masked = block_noise(ids, doc, bs, pad_doc, generator)
+    noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+    logits = model(
+        torch.cat([ids, noisy], dim=1),
+        position_ids=torch.cat([pos, pos], dim=1),
+        attn_mask=training_mask(doc, bs),
+        logits_to_keep=t,
+    )
+    # ignore_index rather than logits[masked]: boolean indexing would sync with the GPU.
+    targets = torch.where(masked, ids, torch.full_like(ids, -100))
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+
+
+def lr_at(settings: TrainSettings, step: int, seconds: float) -> float:
+    warm = min(1.0, (step + 1) / settings.warmup_steps)
+    progress = min(1.0, seconds / settings.budget_seconds)
+    floor = settings.final_lr_ratio
+    return settings.peak_lr * warm * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: torch.nn.Module, settings: TrainSettings, device: torch.device):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": settings.weight_decay},
+              {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=settings.peak_lr, betas=(0.9, 0.95),
+                             fused=device.type == "cuda")
+
+
+def build_model(settings: TrainSettings, device: torch.device) -> SDARForCausalLM:
+    torch.manual_seed(settings.seed)
+    config = SDARConfig.from_json(dict(settings.model))
+    model = SDARForCausalLM(config)
+    std = 0.02
+    for name, p in model.named_parameters():
+        if p.dim() >= 2:
+            torch.nn.init.normal_(p, std=std)
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                p.data /= math.sqrt(2 * config.num_hidden_layers)   # GPT-2's residual scaling
+    return model.to(device)
+
+
+def load_tokenizer(folder: str):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device,
+          max_steps: int | None = None) -> SDARForCausalLM:
+    """Train until `budget_seconds` of training (or max_steps) are done; returns the model."""
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = load_tokenizer(settings.tokenizer)
+    model = build_model(settings, device)
+    config = model.config
+    sampler = FimSampler(CorpusSplit(Path(settings.data), "train"), tokenizer, settings.seq_len,
+                         config.block_size, settings.max_middle, settings.seed)
+    optimizer = make_optimizer(model, settings, device)
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
+    step, seconds = 0, 0.0
+    state_path = out / "train_state.pt"
+    if resume and state_path.is_file():
+        state = torch.load(state_path, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, seconds = state["step"], state["seconds"]
+        sampler.restore(state["data"])
+        generator.set_state(state["noise_rng"].cpu())   # map_location may have moved it
+        print(f"resumed at step {step}, {seconds:.0f} s trained", flush=True)
+
+    def save_state() -> None:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                    "seconds": seconds, "data": sampler.state(),
+                    "noise_rng": generator.get_state(), "settings": asdict(settings)}, state_path)
+
+    log_path = out / "loss.csv"
+    new_log = not (resume and log_path.is_file())
+    log = open(log_path, "w" if new_log else "a", newline="")
+    writer = csv.writer(log)
+    if new_log:
+        writer.writerow(["step", "seconds", "tokens", "lr", "loss"])
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {params / 1e6:.2f} M parameters; {len(sampler.data)} training files; "
+          f"device {device}", flush=True)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    model.train()
+    last_save = seconds
+    tokens_per_step = settings.batch_size * settings.seq_len
+    while seconds < settings.budget_seconds and (max_steps is None or step < max_steps):
+        started = time.perf_counter()
+        lr = lr_at(settings, step, seconds)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = sampler.batch(settings.batch_size)
+        with autocast:
+            loss = diffusion_loss(model, batch, config.mask_token_id, PAD_DOC, generator, device)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        optimizer.step()
+        step += 1
+        if step % settings.log_every == 0 or step == 1:
+            value = loss.item()   # syncs the GPU only when logging
+            writer.writerow([step, f"{seconds:.1f}", step * tokens_per_step, f"{lr:.3e}", f"{value:.4f}"])
+            log.flush()
+            print(f"step {step:6d}  {seconds:7.1f} s  lr {lr:.2e}  loss {value:.4f}", flush=True)
+        if device.type == "cuda" and step % settings.log_every == 0:
+            torch.cuda.synchronize()
+        seconds += time.perf_counter() - started
+        if seconds - last_save >= settings.save_every_seconds:
+            save_state()
+            last_save = seconds
+    save_state()
+    log.close()
+    print(f"done: {step} steps, {seconds:.0f} s, {step * tokens_per_step / 1e6:.1f} M tokens", flush=True)
+    return model
+
+
+def export(model: SDARForCausalLM, settings: TrainSettings, folder: Path, with_tokenizer: bool) -> None:
+    """The checkpoint folder `engine.load` reads, in bf16, in shards under shard_bytes."""
+    model = model.to(torch.bfloat16).eval()
+    tokenizer = load_tokenizer(settings.tokenizer) if with_tokenizer else None
+    save_checkpoint(model, tokenizer, folder, max_shard_bytes=settings.shard_bytes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Train the built-in model (block diffusion, FIM).")
+    ap.add_argument("--settings", type=Path, default=Path("engine/builtin/train_settings.json"))
+    ap.add_argument("--out", type=Path, required=True, help="train_state.pt, loss.csv, checkpoint/")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    ap.add_argument("--budget-seconds", type=float, help="override the settings' budget")
+    ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--no-tokenizer", action="store_true",
+                    help="export weights and config only (the tokenizer is rebuilt from the corpus)")
+    ap.add_argument("--device", default=None)
+    args = ap.parse_args()
+    settings = TrainSettings.load(args.settings)
+    if args.budget_seconds is not None:
+        settings.budget_seconds = args.budget_seconds
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    model = train(settings, args.out, args.resume, device, args.max_steps)
+    export(model, settings, args.out / "checkpoint", with_tokenizer=not args.no_tokenizer)
+    print(f"checkpoint written to {args.out / 'checkpoint'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

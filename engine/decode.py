@@ -12,14 +12,17 @@ generated block starts inside the prompt's last partial block, whose prompt toke
 and whose remaining positions are masks. No padding token is invented, positions stay
 0..T-1 as in training, and the model sees exactly the layout it was trained on.
 
-Three interchangeable forward paths give the same tokens (tests/engine/test_decode.py and a
-GPU test check it): `recompute` (the whole sequence every step, the reference), `cached` (KV
-cache, eager) and `graphs` (KV cache with each step's forward captured as a CUDA graph, for
-the GPU, where an eager step is bound by kernel launches, not by the GPU).
+Interchangeable forward paths give the same tokens (tests/engine/test_decode.py and GPU
+tests check it): `recompute` (the whole sequence every step, the reference), `cached` (KV
+cache, eager), `graphs` (KV cache with each step's forward captured as a CUDA graph, for the
+GPU, where an eager step is bound by kernel launches, not by the GPU), `compiled` (the same
+with torch.compile'd decoder layers inside the graph, fusing their small kernels) and
+`static` (the graph paths' fixed shapes run eagerly, so that a CPU test can pin them).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ import torch
 from engine.model import KVCache, SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
 
-PATHS = ("recompute", "cached", "graphs")
+PATHS = ("recompute", "cached", "static", "graphs", "compiled")
 
 
 @dataclass
@@ -177,44 +180,67 @@ class _CapturedStep:
     logits: torch.Tensor
 
 
-class GraphForward(CachedForward):
-    """CachedForward with each step's forward replayed from a CUDA graph.
-
-    A graph needs fixed shapes, so one is captured per (window length, key length bucket):
-    attention runs over the cache up to the next multiple of KEY_BUCKET (the block-causal mask
-    hides the stale positions past the block), and the window is one block or two.
+class StaticForward(CachedForward):
+    """The shapes of the CUDA-graph paths, run eagerly (and on any device, so that a CPU test
+    pins them): every step runs over two blocks (the previous one and the current; rewriting
+    the previous block's keys with the same tokens changes nothing), so one window shape
+    serves all steps, and attention runs over the cache up to a key length bucket (the
+    block-causal mask hides the stale positions past the block), or over the whole cache
+    when the layers are compiled, as each new shape would mean a new compilation.
     """
 
     KEY_BUCKET = 256
 
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False):
         super().__init__(model, cache, block_size)
+        self.compiled = compiled
+        self.layer_runner = compiled_layer_forward() if compiled else None
+
+    def shapes(self, start: int, end: int) -> tuple[int, int]:
+        """(first position of the window, key length) for the block [start, end)."""
+        first = max(0, start - self.block_size)
+        if self.compiled:
+            return first, self.cache.max_len
+        return first, min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
+
+    def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> torch.Tensor:
+        return self.model(
+            ids, cache=self.cache, cache_position=positions, key_len=key_len,
+            block_size=self.block_size, logits_to_keep=keep, layer_runner=self.layer_runner,
+        )
+
+    def block_logits(self, x, start, end, commit_previous):
+        first, key_len = self.shapes(start, end)
+        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, end - start)
+
+
+class GraphForward(StaticForward):
+    """StaticForward with each step replayed from a CUDA graph (one per window and key
+    length), optionally with torch.compile'd layers inside (`compiled`). An eager step runs
+    ~60 small kernels per layer, and on a GPU their launches, not the weight reads, set the
+    pace: the graph removes the CPU launch cost, compilation fuses the small kernels."""
+
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool):
+        super().__init__(model, cache, block_size, compiled)
         self.pool = torch.cuda.graph_pool_handle()
         self.steps: dict[tuple[int, int], _CapturedStep] = {}
 
     def _capture(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> _CapturedStep:
-        def run():
-            return self.model(
-                ids, cache=self.cache, cache_position=positions, key_len=key_len,
-                block_size=self.block_size, logits_to_keep=keep,
-            )
-
-        # Warm-up on a side stream, as torch.cuda.graphs asks. It writes the same keys and
-        # values the real step will, so it leaves the cache as it should be.
+        # Warm-up (and compilation) on a side stream, as torch.cuda.graphs asks. It writes the
+        # same keys and values the real step will, so it leaves the cache as it should be.
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                run()
+                self.run(ids, positions, key_len, keep)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            logits = run()
+            logits = self.run(ids, positions, key_len, keep)
         return _CapturedStep(graph, ids, positions, logits)
 
     def block_logits(self, x, start, end, commit_previous):
-        first = self.window(start, commit_previous)
-        key_len = min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
+        first, key_len = self.shapes(start, end)
         key = (end - first, key_len)
         step = self.steps.get(key)
         if step is None:
@@ -228,34 +254,53 @@ class GraphForward(CachedForward):
         return step.logits.clone()
 
 
+@functools.cache
+def compiled_layer_forward() -> Callable[..., torch.Tensor]:
+    """DecoderLayer.forward through torch.compile: the layers share one compiled graph, their
+    weights being its inputs. Static shapes: each is captured in a CUDA graph anyway."""
+    from engine.model import DecoderLayer
+
+    return torch.compile(DecoderLayer.forward, fullgraph=True, dynamic=False)
+
+
 # Captured graphs and their cache outlive one request: capture costs more than a request's
-# worth of steps. One per model, rebuilt when the batch or block size changes or it is too short.
+# worth of steps. One per model, rebuilt when the batch, block size or path changes, or when
+# the cache is too short.
 _graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, GraphForward]" = weakref.WeakKeyDictionary()
-GRAPH_CACHE_ROUND = 1024
+GRAPH_CACHE_ROUND = 256
 
 
-def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, dtype: torch.dtype) -> GraphForward:
+def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool) -> GraphForward:
     current = _graph_paths.get(model)
-    if current and current.cache.batch == n and current.block_size == block_size and current.cache.max_len >= length:
+    if (
+        current is not None
+        and current.cache.batch == n
+        and current.block_size == block_size
+        and current.compiled == compiled
+        and current.cache.max_len >= length
+    ):
         return current
     _graph_paths.pop(model, None)
     max_len = -(-length // GRAPH_CACHE_ROUND) * GRAPH_CACHE_ROUND
-    cache = KVCache.allocate(model.config, n, max_len, model.lm_head.weight.device, dtype)
-    path = _graph_paths[model] = GraphForward(model, cache, block_size)
+    weight = model.lm_head.weight
+    cache = KVCache.allocate(model.config, n, max_len, weight.device, weight.dtype)
+    path = _graph_paths[model] = GraphForward(model, cache, block_size, compiled)
     return path
 
 
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
+    if path not in PATHS:
+        raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
     if path == "recompute":
         return RecomputeForward(model, block_size)
     weight = model.lm_head.weight
-    if path == "graphs":
-        if weight.device.type != "cuda":
-            raise EngineError("the 'graphs' decoding path needs the model on a CUDA device")
-        return graph_path(model, n, length, block_size, weight.dtype)
-    if path == "cached":
-        return CachedForward(model, KVCache.allocate(model.config, n, length, weight.device, weight.dtype), block_size)
-    raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
+    if path in ("cached", "static"):
+        cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
+        kind = CachedForward if path == "cached" else StaticForward
+        return kind(model, cache, block_size)
+    if weight.device.type != "cuda":
+        raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
+    return graph_path(model, n, length, block_size, compiled=path == "compiled")
 
 
 # --- the decoding loop ---------------------------------------------------------------------

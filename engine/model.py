@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -169,10 +169,26 @@ class KVCache:
             tensor[1:, :, :length] = tensor[:1, :, :length]
 
 
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Attention for grouped-query heads: q [B, H, T, D], k/v [B, KV, S, D], mask [B|1, 1, T, S].
+
+    Query heads that share a key/value head are stacked as extra query rows of that head
+    (head h uses kv head h // (H / KV), as in Qwen3), so attention runs with KV heads and
+    plain shapes: no copy of the cache per query head, and every SDPA backend that takes a
+    mask applies (enable_gqa does not combine with a mask in the fused kernels)."""
+    b, heads, t, d = q.shape
+    kv_heads = k.shape[1]
+    group = heads // kv_heads
+    if group == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    stacked = q.reshape(b, kv_heads, group * t, d)
+    out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask.repeat(1, 1, group, 1))
+    return out.view(b, heads, t, d)
+
+
 class Attention(nn.Module):
-    def __init__(self, config: SDARConfig, layer: int):
+    def __init__(self, config: SDARConfig):
         super().__init__()
-        self.layer = layer
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
@@ -189,9 +205,9 @@ class Attention(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor,
-        cache: KVCache | None,
-        cache_position: torch.Tensor | None,
-        key_len: int | None,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache_position: torch.Tensor | None = None,
+        key_len: int | None = None,
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
@@ -199,15 +215,14 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if cache is not None:
+        if kv is not None:
             # Write this call's keys at their positions, then attend over the cache: the
             # mask decides which cached positions count.
-            cache.keys[self.layer].index_copy_(2, cache_position, k)
-            cache.values[self.layer].index_copy_(2, cache_position, v)
-            k = cache.keys[self.layer][:, :, :key_len]
-            v = cache.values[self.layer][:, :, :key_len]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.kv_heads != self.heads)
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+            keys, values = kv
+            keys[:, :, cache_position] = k
+            values[:, :, cache_position] = v
+            k, v = keys[:, :, :key_len], values[:, :, :key_len]
+        return self.o_proj(grouped_attention(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):
@@ -222,15 +237,15 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: SDARConfig, layer: int):
+    def __init__(self, config: SDARConfig):
         super().__init__()
-        self.self_attn = Attention(config, layer)
+        self.self_attn = Attention(config)
         self.mlp = MLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, cache, cache_position, key_len) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, cache_position, key_len)
+    def forward(self, x, cos, sin, mask, kv=None, cache_position=None, key_len=None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, cache_position, key_len)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -238,7 +253,7 @@ class SDARModel(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -254,7 +269,10 @@ class SDARForCausalLM(nn.Module):
       block-causal rule on absolute positions;
     - `block_size`: decode with another block size than the checkpoint's;
     - `logits_to_keep`: compute logits for the last N positions only (0 = all); decoding
-      needs the current block's, and the vocabulary projection is a large matmul.
+      needs the current block's, and the vocabulary projection is a large matmul;
+    - `layer_runner(layer, *args)`: runs each decoder layer instead of `layer(*args)`; the
+      fast decoding path passes a torch.compile'd DecoderLayer.forward (one compiled graph
+      serves every layer, since the layers differ only in their weights).
     """
 
     def __init__(self, config: SDARConfig):
@@ -275,6 +293,7 @@ class SDARForCausalLM(nn.Module):
         key_len: int | None = None,
         block_size: int | None = None,
         logits_to_keep: int = 0,
+        layer_runner: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
         cfg = self.config
         b, t = input_ids.shape
@@ -296,6 +315,8 @@ class SDARForCausalLM(nn.Module):
             attn_mask = attn_mask[None, None]
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta, x.dtype)
-        for layer in self.model.layers:
-            x = layer(x, cos, sin, attn_mask, cache, cache_position, key_len)
+        run = layer_runner or DecoderLayer.__call__
+        for i, layer in enumerate(self.model.layers):
+            kv = (cache.keys[i], cache.values[i]) if cache is not None else None
+            x = run(layer, x, cos, sin, attn_mask, kv, cache_position, key_len)
         return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))

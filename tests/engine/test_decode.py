@@ -58,12 +58,13 @@ def test_filter_logits_top_k_and_top_p():
     ],
     ids=["static-greedy", "sequential", "dynamic", "sampled"],
 )
-def test_cached_path_gives_the_same_tokens_as_recomputing(tiny, prompt_len, sampling):
+def test_cached_and_static_paths_give_the_same_tokens_as_recomputing(tiny, prompt_len, sampling):
     args = dict(n=3, max_tokens=19, sampling=sampling, stop_ids=[])
     cached = decode(tiny, prompt(prompt_len), path="cached", **args)
     again = decode(tiny, prompt(prompt_len), path="recompute", **args)
-    assert cached.tokens == again.tokens
-    assert cached.steps == again.steps
+    static = decode(tiny, prompt(prompt_len), path="static", **args)  # the CUDA-graph shapes
+    assert cached.tokens == again.tokens == static.tokens
+    assert cached.steps == again.steps == static.steps
     assert all(len(t) == 19 for t in cached.tokens)
     assert cached.finish_reasons == ["length"] * 3
     assert all(151669 not in t for t in cached.tokens)  # no mask left, none predicted

@@ -242,8 +242,12 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
         futures = {}
         for task in todo:
             record = run.tasks[task.name]
-            # Identical candidates are judged once: the verdict would be the same.
-            documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
+            try:
+                # Identical candidates are judged once: the verdict would be the same.
+                documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
+            except Exception as exc:  # e.g. a problem file edited into nonsense before a resume
+                record.state, record.error = "error", f"cannot put the candidates into the problem: {exc}"
+                continue
             if not documents:
                 record.state = "done"
                 continue

@@ -4,9 +4,9 @@ Each problem is judged by `profiler.judge` inside its own worker process
 (`python -m dice_lsp.bench_worker`), which:
 - pins the worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
   sandbox processes, so that two problems are never timed on the same GPU at once;
-- bounds the whole problem with a wall-clock limit and kills the worker's process group
-  when it is exceeded, so a hang anywhere (even in the profiler's parent side) costs one
-  problem, never the run.
+- bounds the whole problem with a wall-clock limit (what the profiler itself allows its
+  sandbox runs, plus a margin) and stops the worker when it is exceeded, so a hang
+  anywhere, even in the profiler's parent side, costs one problem, never the run.
 The number of workers is the number of visible GPUs, capped by a CPU budget (building
 load_inline extensions is CPU-heavy); without a GPU only compiling happens, on the CPU
 budget alone.
@@ -27,6 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from profiler.sandbox import BUILD_LIMIT_S
 
 import dice_lsp
 
@@ -52,8 +54,10 @@ class JudgeJob:
 
     @property
     def deadline(self) -> float:
-        # Each candidate, then profile() of the best one: itself and torch.compile(Model).
-        return self.time_limit * (len(self.documents) + 2) + PROBLEM_OVERHEAD_S
+        # Sandbox runs: each candidate, then profile() of the best one (itself and
+        # torch.compile(Model)); the profiler gives each its limit plus time to build.
+        runs = len(self.documents) + 2
+        return runs * (self.time_limit + BUILD_LIMIT_S) + PROBLEM_OVERHEAD_S
 
 
 def visible_gpus() -> list[str]:

@@ -82,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--time-limit",
         type=float,
-        default=300.0,
+        default=60.0,
         metavar="S",
-        help="seconds per candidate: load_inline build + checks + timing (default 300)",
+        help="seconds per candidate for checks and timing; builds have their own limit (default 60)",
     )
     _add_model(p)
     _add_json(p)

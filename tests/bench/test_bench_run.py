@@ -125,9 +125,12 @@ def test_a_problem_that_breaks_is_recorded_and_the_run_goes_on(
 
 
 def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyPatch, kernelbench_dir: Path) -> None:
+    # Shrink the margins so that the deadline (3 sandbox runs x 0.05 s) cannot be met.
     monkeypatch.setattr("dice_lsp.bench_judge.PROBLEM_OVERHEAD_S", 0.0)
+    monkeypatch.setattr("dice_lsp.bench_judge.BUILD_LIMIT_S", 0.0)
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
-    job = JudgeJob(source, [source], "19_ReLU.py", time_limit=0.05)  # deadline 0.15 s: cannot finish
+    job = JudgeJob(source, [source], "19_ReLU.py", time_limit=0.05)
+    assert job.deadline == pytest.approx(0.15)
     with pytest.raises(JudgeError, match="longer than"):
         run_worker(job, None)
 

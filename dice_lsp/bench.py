@@ -63,10 +63,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"dice bench: {note}", file=sys.stderr)
     try:
         generate(plan, run, args)
+        judge(plan, run, time_limit=args.time_limit)
     except BenchError as exc:
         print(f"dice bench: {exc}", file=sys.stderr)
         return 1
-    judge(plan, run, time_limit=args.time_limit)
+    except KeyboardInterrupt:
+        print(f"\ndice bench: stopped; continue with the same command and --resume "
+              f"(results so far: {plan.out_dir / bench_results.RESULTS_FILE})", file=sys.stderr)
+        return 130
     summary, tables = summarize(plan, run)
     bench_results.save(run, plan.out_dir)
     if args.json:

@@ -55,6 +55,8 @@ def write_chart(tasks: list[TaskRecord], gpu: str | None, path: Path) -> Path:
 
     matplotlib.use("Agg")  # no display on servers and CI
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    from matplotlib.patches import Patch
 
     outcomes = [(t.name, outcome(t, EAGER)) for t in tasks if t.state in FINISHED_STATES]
     timed = [(name, o) for name, o in outcomes if o.speedup is not None]
@@ -62,19 +64,22 @@ def write_chart(tasks: list[TaskRecord], gpu: str | None, path: Path) -> Path:
     if timed:
         levels = sorted({o.level for _, o in timed})
         colours = {lv: plt.cm.tab10(i % 10) for i, lv in enumerate(levels)}
+        # Bars grow from 1x, up for faster and down for slower, on a log scale where 2x
+        # and 0.5x are the same distance from it.
         ax.bar(
             range(len(timed)),
-            [o.speedup for _, o in timed],
+            [o.speedup - 1.0 for _, o in timed],
+            bottom=1.0,
             color=[colours[o.level] for _, o in timed],
         )
         ax.set_yscale("log")
+        for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            set_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(timed)))
         ax.set_xticklabels([name.rsplit("/", 1)[-1][:28] for name, _ in timed], rotation=70, ha="right", fontsize=7)
         ax.set_ylabel("speedup vs eager (best correct candidate)")
-        for lv in levels:
-            ax.bar([], [], color=colours[lv], label=lv)
-        ax.legend(fontsize=8)
+        ax.legend(handles=[Patch(color=colours[lv], label=lv) for lv in levels], fontsize=8)
     else:
         why = "no GPU: nothing was timed" if gpu is None else "no correct candidate was timed"
         ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)

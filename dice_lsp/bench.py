@@ -86,8 +86,6 @@ def main(args: argparse.Namespace) -> int:
 def make_plan(args: argparse.Namespace) -> Plan:
     if args.candidates < 1:
         raise BenchError("--candidates must be at least 1")
-    if not args.infill and not args.dir:
-        raise BenchError("say which folder of KernelBench problems to run (or --infill FILE.json)")
     notes: list[str] = []
     if args.infill:
         if args.solutions:
@@ -97,24 +95,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         except InfillFileError as exc:
             raise BenchError(str(exc)) from exc
     else:
-        if not Path(args.dir).exists():
-            raise BenchError(f"{args.dir}: no such folder")
-        problems, skipped = discover(Path(args.dir))
-        notes += [f"skipped {s.path}: {s.reason}" for s in skipped]
-        if not problems:
-            raise BenchError(
-                f"{args.dir}: no KernelBench-format problem found (a .py file defining "
-                "class Model, get_inputs and get_init_inputs)"
-            )
-        tasks = [OptimizeTask.from_problem(p) for p in problems]
-        if args.solutions:
-            solutions = solution_files(Path(args.solutions))
-            without = [t for t in tasks if not candidates_for(t.path, solutions)]
-            tasks = [t for t in tasks if candidates_for(t.path, solutions)]
-            if without:
-                notes.append(f"{len(without)} problem(s) have no file in {args.solutions}; not run")
-            if not tasks:
-                raise BenchError(f"{args.solutions}: no solution file matches a problem in {args.dir}")
+        tasks = kernelbench_tasks(args, notes)
     if args.limit is not None:
         tasks = tasks[: max(0, args.limit)]
     settings = {
@@ -127,6 +108,32 @@ def make_plan(args: argparse.Namespace) -> Plan:
         "temperature": sampling_temperature(args),
     }
     return Plan(tasks, settings, Path(args.out or DEFAULT_OUT), notes)
+
+
+def kernelbench_tasks(args: argparse.Namespace, notes: list[str]) -> list[Task]:
+    """The problems under DIR (those with a solution file, with --solutions); what was
+    left out and why goes to `notes`."""
+    if not args.dir:
+        raise BenchError("say which folder of KernelBench problems to run (or --infill FILE.json)")
+    if not Path(args.dir).exists():
+        raise BenchError(f"{args.dir}: no such folder")
+    problems, skipped = discover(Path(args.dir))
+    notes += [f"skipped {s.path}: {s.reason}" for s in skipped]
+    if not problems:
+        raise BenchError(
+            f"{args.dir}: no KernelBench-format problem found (a .py file defining "
+            "class Model, get_inputs and get_init_inputs)"
+        )
+    tasks: list[Task] = [OptimizeTask.from_problem(p) for p in problems]
+    if not args.solutions:
+        return tasks
+    solutions = solution_files(Path(args.solutions))
+    with_files = [t for t in tasks if candidates_for(t.path, solutions)]
+    if not with_files:
+        raise BenchError(f"{args.solutions}: no solution file matches a problem in {args.dir}")
+    if len(with_files) < len(tasks):
+        notes.append(f"{len(tasks) - len(with_files)} problem(s) have no file in {args.solutions}; not run")
+    return with_files
 
 
 def sampling_temperature(args: argparse.Namespace) -> float:

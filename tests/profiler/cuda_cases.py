@@ -11,14 +11,16 @@ SPEC = """\
 // dice: launch grid=(n + 255) / 256, block=256
 """
 
-# y = x * x, but thread i handles element (i % 32) * (n / 32) + i / 32: neighbouring threads
-# touch addresses n/32 floats apart, so nothing coalesces. A coalesced rewrite is much faster.
+# y = x * x, but thread i handles element j = i * 2654435761 mod n (a bijection: the
+# multiplier is odd and n a power of two): neighbouring threads touch addresses far apart,
+# every 4-byte access costs a 32-byte sector, and 128 MB do not fit in L2. The coalesced
+# rewrite is several times faster.
 BASELINE = SPEC + """\
 __global__ void square(const float* __restrict__ x, float* y, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        int j = (i % 32) * (n / 32) + i / 32;
+        int j = (int)(((unsigned long long)i * 2654435761ull) & (unsigned long long)(n - 1));
         y[j] = x[j] * x[j];
     }
 }

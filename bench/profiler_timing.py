@@ -67,8 +67,7 @@ def agreement() -> list[dict]:
     import numpy as np
 
     try:
-        import torch  # noqa: F401  (triton times through torch's events and streams)
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # times through torch's events and current stream
     except ImportError as exc:
         log(f"timing agreement NOT measured: {exc}")
         return []

@@ -70,10 +70,7 @@ def cupy_peak_bandwidth_gbs(gpu: str, ops: DeviceOps) -> float:
 
     src = cupy.empty(PEAK_COPY_BYTES, dtype=cupy.uint8)
     dst = cupy.empty_like(src)
-    try:
-        return peak_bandwidth_gbs(gpu, ops, lambda: dst.data.copy_from_device_async(src.data, PEAK_COPY_BYTES))
-    finally:
-        del src, dst
+    return peak_bandwidth_gbs(gpu, ops, lambda: dst.data.copy_from_device_async(src.data, PEAK_COPY_BYTES))
 
 
 def torch_peak_bandwidth_gbs(gpu: str, ops: DeviceOps) -> float:
@@ -81,7 +78,4 @@ def torch_peak_bandwidth_gbs(gpu: str, ops: DeviceOps) -> float:
 
     src = torch.empty(PEAK_COPY_BYTES, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    try:
-        return peak_bandwidth_gbs(gpu, ops, lambda: dst.copy_(src))
-    finally:
-        del src, dst
+    return peak_bandwidth_gbs(gpu, ops, lambda: dst.copy_(src))

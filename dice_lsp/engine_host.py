@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HOW_TO_SET_MODEL = (
-    'Set the "dice.model" setting to "builtin" (the model shipped with dice-lsp), a checkpoint '
-    "folder (config.json, *.safetensors and tokenizer files), dice://HOST:PORT (a `dice engine serve`) "
-    "or sglang://HOST:PORT."
+MODEL_CHOICES = (
+    '"builtin" (the model shipped with dice-lsp), a checkpoint folder (config.json, *.safetensors '
+    "and tokenizer files), dice://HOST:PORT (a `dice engine serve`) or sglang://HOST:PORT"
 )
+HOW_TO_SET_MODEL = f'Set the "dice.model" setting to {MODEL_CHOICES}.'
+
 
 
 class ModelUnavailable(Exception):

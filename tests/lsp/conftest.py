@@ -6,6 +6,8 @@ editor does."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -22,6 +24,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 REPO = Path(__file__).resolve().parents[2]
 CACHE_DIR = tempfile.mkdtemp(prefix="dice-lsp-test-cache-")
 CLIENTS = ["neovim", "visual-studio-code"]
+# Few, short candidates: the tiny model is garbage anyway; the pipeline is what is tested.
+MODEL_TEST_SETTINGS = {"candidates": 2, "maxTokens": 8, "temperature": 1.0, "timeLimit": 60}
 
 
 def server_config(**env: str) -> ClientServerConfig:
@@ -42,6 +46,27 @@ class Editor:
         self.applied_edits: list[types.WorkspaceEdit] = []
         self.server_capabilities: types.ServerCapabilities | None = None
         self.server_info: types.ServerInfo | None = None
+        self.initialization_options: dict | None = None
+        self.reconfigured = False
+
+    def reset(self) -> None:
+        """Forget what earlier tests on the same server received."""
+        self.client.messages.clear()
+        self.client.progress_reports.clear()
+        self.client.diagnostics.clear()
+        self.statuses.clear()
+
+    async def configure(self, **settings: Any) -> None:
+        """Change dice settings as a user would (the server reads them on the notification)."""
+        self.reconfigured = bool(settings)
+        self.client.set_configuration({**MODEL_TEST_SETTINGS, "model": self.model, **settings}, section="dice")
+        self.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await asyncio.sleep(0.3)  # the server asks back with workspace/configuration
+
+    @property
+    def model(self) -> str | None:
+        options = self.initialization_options or {}
+        return options.get("dice", {}).get("model")
 
     def open(self, path: Path, text: str | None = None) -> str:
         text = path.read_text() if text is None else text
@@ -113,7 +138,7 @@ class Editor:
         deadline = loop.time() + timeout
         while not predicate():
             if loop.time() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
+                raise AssertionError(f"timed out waiting for {what}; messages: {self.messages()[-3:]}")
             await asyncio.sleep(0.05)
 
     def messages(self) -> list[str]:
@@ -167,6 +192,7 @@ async def start_editor(
             initialization_options=options,
         )
     )
+    editor.initialization_options = options
     editor.server_capabilities = result.capabilities
     editor.server_info = result.server_info
     return editor
@@ -208,15 +234,71 @@ async def lsp_without_resolve(lsp_client: LanguageClient, request):
     await stop_server(lsp_client)
 
 
+@pytest.fixture
+def dice_settings() -> dict | None:
+    """initializationOptions for the server; test modules override this fixture."""
+    return None
+
+
+def _engine_test_helpers():
+    """tests/engine/conftest.py's tiny-model helpers (loaded by path: conftest modules are
+    not importable under --import-mode=importlib), so every suite builds the same model."""
+    spec = importlib.util.spec_from_file_location("engine_test_helpers", REPO / "tests" / "engine" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
+    """A tiny SDAR checkpoint (real tokenizer, random weights): its candidates are garbage
+    that does not compile, but every step of a job runs for real, fast, on a CPU."""
+    from engine.loading import load_tokenizer, save_checkpoint
+
+    helpers = _engine_test_helpers()
+    config = helpers.tiny_sdar_config()
+    folder = tmp_path_factory.mktemp("tiny-sdar")
+    save_checkpoint(helpers.random_model(config), load_tokenizer(sdar_tokenizer_dir, config), folder)
+    # Prompted like the built-in model (fill-in-the-middle): a short prompt, so a CPU decodes fast.
+    config_file = folder / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "prompt_format": "fim"}))
+    return folder
+
+
+@pytest_lsp.fixture(config=server_config(), params=CLIENTS, scope="module")
+async def model_lsp(lsp_client: LanguageClient, request, tiny_checkpoint: Path, tmp_path_factory):
+    """One server per test module and client kind, with the tiny model loaded: its engine
+    worker starts once, not once per test."""
+    root = tmp_path_factory.mktemp("ws")
+    settings = {"dice": {**MODEL_TEST_SETTINGS, "model": str(tiny_checkpoint)}}
+    lsp_client.editor = await start_editor(lsp_client, client_capabilities(request.param), root, settings)
+    lsp_client.editor.root = root
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), 30)
+    await stop_server(lsp_client)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def model_editor(model_lsp: LanguageClient):
+    """The module's editor with the model, its record of messages and progress cleared, and
+    the test settings back in place after a test that changed them."""
+    editor = model_lsp.editor
+    editor.reset()
+    yield editor
+    if editor.reconfigured:
+        await editor.configure()
+        editor.reconfigured = False
+
+
 @pytest_asyncio.fixture
-async def editor(lsp: LanguageClient, workspace: Path):
-    ed = await start_editor(lsp, lsp.dice_capabilities, workspace)
+async def editor(lsp: LanguageClient, workspace: Path, dice_settings: dict | None):
+    ed = await start_editor(lsp, lsp.dice_capabilities, workspace, dice_settings)
     yield ed
     await asyncio.wait_for(lsp.shutdown_session(), 30)
 
 
 @pytest_asyncio.fixture
-async def commands_editor(lsp_without_resolve: LanguageClient, workspace: Path):
-    ed = await start_editor(lsp_without_resolve, lsp_without_resolve.dice_capabilities, workspace)
+async def commands_editor(lsp_without_resolve: LanguageClient, workspace: Path, dice_settings: dict | None):
+    ed = await start_editor(lsp_without_resolve, lsp_without_resolve.dice_capabilities, workspace, dice_settings)
     yield ed
     await asyncio.wait_for(lsp_without_resolve.shutdown_session(), 30)

@@ -202,3 +202,29 @@ def test_dice_fill_command_on_a_visual_selection(nvim, repo_root: Path, tiny_che
     assert new_text.startswith("\n".join(before[: FILL_LINE - 1]) + "\n" + line[:FILL_START])
     assert new_text.endswith(line[FILL_END:] + "\n" + "\n".join(before[FILL_LINE:]))
     assert after != before
+
+
+def test_selection_range_in_lsp_positions(nvim):
+    """:DiceFill's range: a characterwise selection keeps its columns (in the client's
+    encoding, end exclusive); a line range takes whole lines. No server needed."""
+    result = nvim.run(
+        """
+        vim.api.nvim_buf_set_lines(0, 0, -1, false, { "  αβ = x + 1;", "  y = 2;" })
+        local commands = require("dice.commands")
+        -- Select "β = x" (β is 2 bytes in UTF-8, 1 code unit in UTF-16).
+        vim.api.nvim_win_set_cursor(0, { 1, 4 })
+        vim.cmd("normal! v4l")
+        vim.cmd("normal! \\27")
+        local charwise = {
+          ["utf-16"] = commands.selection_range(0, 1, 1, "utf-16"),
+          ["utf-8"] = commands.selection_range(0, 1, 1, "utf-8"),
+        }
+        vim.cmd("normal! ggVj")
+        vim.cmd("normal! \\27")
+        T.finish({ charwise = charwise, linewise = commands.selection_range(0, 1, 2, "utf-16") })
+        """,
+        setup={"enable": False},
+    )
+    assert result["charwise"]["utf-16"] == {"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 8}}
+    assert result["charwise"]["utf-8"] == {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 10}}
+    assert result["linewise"] == {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 8}}

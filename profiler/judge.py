@@ -37,6 +37,19 @@ def _time_budget(time_limit: float) -> float:
     return max(0.2, min(2.0, 0.2 * time_limit))
 
 
+def _each(candidates: list, on_progress: ProgressFn | None, should_cancel,
+          judge_one: Callable[[str | None], Verdict]) -> list[Verdict]:
+    """judge_one for each candidate in turn, reporting progress and stopping on cancel."""
+    verdicts = []
+    for index, candidate in enumerate(candidates, start=1):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled("cancelled")
+        if on_progress is not None:
+            on_progress(index, len(candidates))
+        verdicts.append(judge_one(candidate))
+    return verdicts
+
+
 def _from_sandbox(outcome: SandboxOutcome, **fields) -> Verdict:
     if outcome.status == "ok":
         verdict = Verdict.from_json(outcome.result)
@@ -151,14 +164,8 @@ def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kerne
                 for _ in candidates]
     except ValueError as exc:
         return [Verdict.failed("error", str(exc)) for _ in candidates]
-    verdicts = []
-    for index, candidate in enumerate(candidates, start=1):
-        if should_cancel is not None and should_cancel():
-            raise Cancelled("cancelled")
-        if on_progress is not None:
-            on_progress(index, len(candidates))
-        verdicts.append(job.judge(candidate, time_limit, should_cancel))
-    return verdicts
+    return _each(candidates, on_progress, should_cancel,
+                 lambda candidate: job.judge(candidate, time_limit, should_cancel))
 
 
 # ------------------------------------------------------------------ KernelBench documents
@@ -211,16 +218,10 @@ def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limi
 
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
-    verdicts = []
-    for index, candidate in enumerate(candidates, start=1):
-        if should_cancel is not None and should_cancel():
-            raise Cancelled("cancelled")
-        if on_progress is not None:
-            on_progress(index, len(candidates))
-        # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
-        verdicts.append(_kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
-                                             with_compile=False))
-    return verdicts
+    # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
+    return _each(candidates, on_progress, should_cancel,
+                 lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
+                                                        with_compile=False))
 
 
 # ------------------------------------------------------------------ public

@@ -24,6 +24,10 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def _add_max_tokens(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dice",
@@ -40,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="1-based line:column, end exclusive (e.g. 12:5-14:1)",
     )
     p.add_argument("--candidates", type=int, default=4, metavar="N")
+    _add_max_tokens(p)
     _add_model(p)
     _add_json(p)
 
@@ -47,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
     p.add_argument("--candidates", type=int, default=4, metavar="N")
+    _add_max_tokens(p)
     _add_model(p)
     _add_json(p)
 

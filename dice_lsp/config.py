@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# A rewrite of a whole kernel is several times longer than a typical filled span.
+OPTIMIZE_BUDGET = 4
+
 STRATEGIES = ("low_confidence_static", "sequential", "low_confidence_dynamic")
 
 
@@ -26,11 +29,15 @@ class Settings:
     threshold: float = 0.9
     # Several candidates of one request are only worth judging if they differ, so sample.
     temperature: float = 0.7
-    max_tokens: int = 256
+    max_tokens: int = 256  # per fill; an optimize writes a whole kernel and gets OPTIMIZE_BUDGET times this
     time_limit: float = 60.0  # seconds per candidate, compile + check + time
     device: str | None = None
     diagnostics_on_change: bool = False
     debounce_ms: int = 500
+
+    @property
+    def optimize_tokens(self) -> int:
+        return self.max_tokens * OPTIMIZE_BUDGET
 
     def sampling(self) -> dict[str, Any]:
         """Keyword arguments for Engine.infill/optimize (engine.types.Sampling fields)."""

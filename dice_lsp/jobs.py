@@ -215,7 +215,7 @@ async def optimize(
         code,
         language=target.language,
         n=settings.candidates,
-        max_tokens=settings.max_tokens,
+        max_tokens=settings.optimize_tokens,
         on_progress=_engine_progress(report),
         **settings.sampling(),
     )

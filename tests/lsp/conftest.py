@@ -48,6 +48,7 @@ class Editor:
         self.server_info: types.ServerInfo | None = None
         self.initialization_options: dict | None = None
         self.reconfigured = False
+        self.cache_dir = CACHE_DIR
 
     def reset(self) -> None:
         """Forget what earlier tests on the same server received."""

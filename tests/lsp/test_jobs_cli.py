@@ -1,0 +1,69 @@
+"""`dice fill` / `dice optimize` as a user runs them: a subprocess, the real engine worker with a
+tiny checkpoint, the real profiler. The file is never modified."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
+
+
+def dice(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_fill_json(tmp_path: Path, tiny_checkpoint: Path):
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    run = dice("fill", str(path), "--range", "12:9-12:32", "--candidates", "2", "--max-tokens", "8", "--model", str(tiny_checkpoint), "--json")
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)
+    assert set(answer) >= {"candidates", "best", "gpu"}
+    assert answer["best"] is None and answer["gpu"] is None and answer["best_text"] is None
+    assert answer["range"] == {"start": {"line": 12, "column": 9}, "end": {"line": 12, "column": 32}}
+    assert 1 <= len(answer["candidates"]) <= 2
+    for candidate in answer["candidates"]:
+        assert set(candidate) >= {"text", "compiled", "correct", "speedup", "time_ms", "baseline_ms", "diagnostics"}
+        assert candidate["speedup"] is None and candidate["time_ms"] is None, "nothing is invented without a GPU"
+        for d in candidate["diagnostics"]:
+            assert set(d) == {"line", "column", "severity", "message"} and d["line"] >= 1
+    assert path.read_text() == SAXPY
+    assert run.stderr == "", "no progress bar when stderr is not a terminal"
+
+
+def test_optimize_table(tmp_path: Path, tiny_checkpoint: Path):
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    run = dice("optimize", str(path), "--kernel", "saxpy", "--candidates", "1", "--max-tokens", "4", "--model", str(tiny_checkpoint))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(" #  status ")
+    assert "no candidate applies (not timed: no GPU); the file is unchanged" in run.stdout
+    assert "--- candidate 1 ---" in run.stdout
+    assert path.read_text() == SAXPY
+
+
+def test_bad_requests_say_why(tmp_path: Path):
+    path = tmp_path / "two.cu"
+    path.write_text(SAXPY + SAXPY.replace("saxpy", "saxpy2"))
+    run = dice("optimize", str(path))
+    assert run.returncode == 2 and "several kernels (saxpy, saxpy2)" in run.stderr
+    run = dice("fill", str(path), "--range", "12:9")
+    assert run.returncode == 2 and "expected L:C-L:C" in run.stderr
+    run = dice("fill", str(path), "--range", "99:1-99:2")
+    assert run.returncode == 2 and "outside the file" in run.stderr
+    run = dice("fill", str(tmp_path / "missing.cu"), "--range", "1:1-1:2")
+    assert run.returncode == 2 and "cannot read" in run.stderr
+
+
+def test_missing_model_says_how_to_pass_one(tmp_path: Path):
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    run = dice("fill", str(path), "--range", "12:9-12:32", "--model", str(tmp_path / "nowhere"))
+    assert run.returncode == 1
+    assert "Pass --model \"builtin\"" in run.stderr

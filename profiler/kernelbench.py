@@ -288,18 +288,23 @@ def run_kernelbench(request: dict) -> Verdict:
     _strict_fp32()
     baseline, candidate = request["baseline"], request["candidate"]
     profiling = candidate is None
-    Phase.set("load baseline")
-    base_module = load_document(baseline["source"], baseline["filename"], "dice_baseline")
+    # profile() of a file with a ModelNew: Model and ModelNew come from one module, built once.
+    one_file = candidate is not None and candidate["source"] == baseline["source"]
+    if not one_file:
+        Phase.set("load baseline")
+        base_module = load_document(baseline["source"], baseline["filename"], "dice_baseline")
     cand_module = None
-    if not profiling:
+    if candidate is not None:
         Phase.set("load candidate")
         try:
             cand_module = load_document(candidate["source"], candidate["filename"], "dice_candidate")
         except Exception as exc:
             if not torch.cuda.is_available():
-                return Verdict.failed("no_gpu", f"not run: no GPU (the candidate cannot be built here: "
-                                                f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})")
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                return Verdict.failed("no_gpu", f"not run: no GPU (the candidate cannot be built here: {first})")
             return _build_failure(exc, candidate["source"], candidate["filename"])
+    if one_file:
+        base_module = cand_module
     if not torch.cuda.is_available():
         return Verdict.failed("no_gpu", "loaded; not timed: no GPU", compiled=True)
     seeds = request["seeds"]

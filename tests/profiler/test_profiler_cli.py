@@ -75,3 +75,11 @@ def test_usage_errors_exit_2(tmp_path, repo_root):
     assert dice("check", str(tmp_path / "missing.cu")).returncode == 2
     out = dice("profile", str(repo_root / "examples" / "saxpy.cu"), "--kernel", "nope")
     assert out.returncode == 2 and "no __global__ function named 'nope'" in out.stderr
+
+
+@no_gpu_here
+def test_profile_kernelbench_file_without_gpu(kernelbench_dir):
+    out = dice("profile", str(kernelbench_dir / "level1" / "19_ReLU.py"), "--json")
+    assert out.returncode == 0
+    data = json.loads(out.stdout)
+    assert data["status"] == "no_gpu" and data["time_ms"] is None and data["speedup"] is None

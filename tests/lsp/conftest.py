@@ -235,6 +235,14 @@ async def lsp_without_resolve(lsp_client: LanguageClient, request):
     await stop_server(lsp_client)
 
 
+@pytest.fixture(scope="session")
+def local_gpu() -> str | None:
+    """The GPU the profiler sees here (None on a machine without one): what results say."""
+    import profiler
+
+    return profiler.gpu_name()
+
+
 @pytest.fixture
 def dice_settings() -> dict | None:
     """initializationOptions for the server; test modules override this fixture."""

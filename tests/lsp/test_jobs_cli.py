@@ -18,19 +18,21 @@ def dice(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def test_fill_json(tmp_path: Path, tiny_checkpoint: Path):
+def test_fill_json(tmp_path: Path, tiny_checkpoint: Path, local_gpu):
     path = tmp_path / "saxpy.cu"
     path.write_text(SAXPY)
     run = dice("fill", str(path), "--range", "12:9-12:32", "--candidates", "2", "--max-tokens", "8", "--model", str(tiny_checkpoint), "--json")
     assert run.returncode == 0, run.stderr
     answer = json.loads(run.stdout)
     assert set(answer) >= {"candidates", "best", "gpu"}
-    assert answer["best"] is None and answer["gpu"] is None and answer["best_text"] is None
+    # The tiny model's candidates never compile, so none is best, GPU or not.
+    assert answer["best"] is None and answer["best_text"] is None
+    assert answer["gpu"] in (None, local_gpu)
     assert answer["range"] == {"start": {"line": 12, "column": 9}, "end": {"line": 12, "column": 32}}
     assert 1 <= len(answer["candidates"]) <= 2
     for candidate in answer["candidates"]:
         assert set(candidate) >= {"text", "compiled", "correct", "speedup", "time_ms", "baseline_ms", "diagnostics"}
-        assert candidate["speedup"] is None and candidate["time_ms"] is None, "nothing is invented without a GPU"
+        assert candidate["speedup"] is None and candidate["time_ms"] is None, "nothing invented for code that did not run"
         for d in candidate["diagnostics"]:
             assert set(d) == {"line", "column", "severity", "message"} and d["line"] >= 1
     assert path.read_text() == SAXPY
@@ -43,7 +45,7 @@ def test_optimize_table(tmp_path: Path, tiny_checkpoint: Path):
     run = dice("optimize", str(path), "--kernel", "saxpy", "--candidates", "1", "--max-tokens", "4", "--model", str(tiny_checkpoint))
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(" #  status ")
-    assert "no candidate applies (not timed: no GPU); the file is unchanged" in run.stdout
+    assert "no candidate applies (" in run.stdout and "); the file is unchanged" in run.stdout
     assert "--- candidate 1 ---" in run.stdout
     assert path.read_text() == SAXPY
 

@@ -45,7 +45,7 @@ def rng(l1: int, c1: int, l2: int, c2: int) -> types.Range:
 
 
 @pytest.mark.asyncio
-async def test_initialize_advertises_commands_and_resolve(editor):
+async def test_initialize_advertises_commands_and_resolve(editor, local_gpu):
     assert editor.server_info.name == "dice-lsp"
     result = editor.server_capabilities
     commands = set(result.execute_command_provider.commands)
@@ -55,7 +55,8 @@ async def test_initialize_advertises_commands_and_resolve(editor):
     last = editor.statuses[-1]
     assert set(last) == {"model", "gpu", "busy", "message"}
     assert last["busy"] is False
-    assert last["gpu"] is None and "no GPU" in last["message"]
+    assert last["gpu"] == local_gpu
+    assert ("no GPU" in last["message"]) == (local_gpu is None)
 
 
 async def check_action_list(ed, resolves: bool, workspace: Path) -> None:

@@ -22,7 +22,9 @@ async def lens_titles(editor, uri: str) -> list[str]:
 
 
 @pytest.mark.asyncio
-async def test_profile_without_gpu_then_stale_result_dropped(editor, workspace: Path):
+async def test_profile_without_gpu_then_stale_result_dropped(editor, workspace: Path, local_gpu):
+    if local_gpu is not None:
+        pytest.skip(f"a GPU is here ({local_gpu}): test_lsp_gpu.py checks the timed results")
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)
     uri = editor.open(path)

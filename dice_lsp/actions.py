@@ -13,7 +13,7 @@ from profiler.spec import SpecError, parse_spec
 
 from dice_lsp.edits import candidate_slot
 from dice_lsp.measured import unit_at
-from dice_lsp.targets import TargetError, language_of
+from dice_lsp.targets import TargetError, language_of, model_class_at
 from dice_lsp.verdict_view import candidate_title
 
 if TYPE_CHECKING:
@@ -105,12 +105,13 @@ def code_actions(server: LanguageServer, jobs: JobRegistry, params: types.CodeAc
     actions = []
     if start != end:
         actions.append(_action(server, FILL, {"uri": uri, "range": _converter.unstructure(params.range)}))
-    unit = unit_at(text, document.path, start)
-    if unit is not None:
+    # In a KernelBench file, Model and ModelNew both stand for the one benchmark the file is.
+    on_kernel = unit_at(text, document.path, start) if language == "cuda" else None
+    if on_kernel is not None or (language == "kernelbench" and model_class_at(text, start)):
         at = {"uri": uri, "position": _converter.unstructure(params.range.start)}
         actions.append(_action(server, OPTIMIZE, at))
         actions.append(_action(server, PROFILE, at))
-        if language == "cuda" and not _has_spec(text, unit.name):
+        if on_kernel is not None and not _has_spec(text, on_kernel.name):
             actions.append(_action(server, ADD_SPEC, at))
     actions += candidate_actions(jobs, uri, text, start, end)
     only = params.context.only if params.context else None

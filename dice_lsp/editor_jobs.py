@@ -18,7 +18,7 @@ from dice_lsp import jobs
 from dice_lsp.cache import ResultCache
 from dice_lsp.diagnostics import compiler_diagnostics, first_error, verdict_diagnostic
 from dice_lsp.edits import candidate_edit, candidate_slot
-from dice_lsp.engine_host import ModelUnavailable
+from dice_lsp.engine_host import ModelUnavailable, worker_died
 from dice_lsp.job_registry import JobCancelled, wait
 from dice_lsp.jobs import JobResult, Snapshot
 from dice_lsp.lsp_text import text_document
@@ -151,9 +151,12 @@ async def generate(server: DiceServer, kind: str, args: dict, token: types.Progr
         _show(server, types.MessageType.Error, str(exc))
         return Outcome(str(exc), job=job.id, error=True)
     except EngineError as exc:
-        message = f"the engine failed: {exc}. It is being restarted; run the action again."
+        if worker_died(exc):
+            message = f"the engine failed: {exc}. It is being restarted; run the action again."
+            asyncio.ensure_future(server.engines.recover(exc))
+        else:
+            message = f"the engine refused the job: {exc}"
         _show(server, types.MessageType.Error, message)
-        asyncio.ensure_future(server.engines.recover(exc))
         return Outcome(message, job=job.id, error=True)
     except TargetError as exc:
         _show(server, types.MessageType.Warning, str(exc))

@@ -28,6 +28,14 @@ HOW_TO_SET_MODEL = f'Set the "dice.model" setting to {MODEL_CHOICES}.'
 
 
 
+def worker_died(error: Exception) -> bool:
+    """Whether an EngineError means the worker process (or the remote engine's connection)
+    is gone, rather than a job it refused (a prompt too long for the context, say).
+    engine.client words these two ends this way and has no exception class for them."""
+    text = str(error)
+    return text.startswith(("engine worker exited", "engine stream broke")) or "closed the connection" in text
+
+
 class ModelUnavailable(Exception):
     """The configured model could not be started; the message says how to fix it."""
 
@@ -59,7 +67,7 @@ class EngineHost:
                 raise ModelUnavailable(f"Could not load the model {settings.model!r}: {exc}. {HOW_TO_SET_MODEL}") from exc
             self._engine, self._wanted = engine, wanted
             self._status.update(
-                model=getattr(info, "name", settings.model), busy=False, message=f"model ready on {getattr(info, 'device', '?')}"
+                model=info.name, busy=False, message=f"ready: model loaded on {info.device}"
             )
             return engine
 

@@ -21,7 +21,7 @@ from dice_lsp.edits import replace_edit
 from dice_lsp.job_registry import JobCancelled, wait
 from dice_lsp.jobs import in_thread
 from dice_lsp.lsp_text import text_document
-from dice_lsp.measured import MeasuredUnit, unit_at, unit_key
+from dice_lsp.measured import MeasuredUnit, measured_units, unit_at, unit_key
 from dice_lsp.progress import work_done
 from dice_lsp.request_args import document_snapshot, offset_of
 from dice_lsp.targets import TargetError, kernel_at, language_of
@@ -38,7 +38,11 @@ async def profile(server: DiceServer, args: Any, token: types.ProgressToken | No
     try:
         snapshot = document_snapshot(server, args)
         language_of(snapshot.path)
-        unit = unit_at(snapshot.text, snapshot.path, offset_of(server, snapshot, args))
+        offset = offset_of(server, snapshot, args)
+        if language_of(snapshot.path) == "cuda":
+            unit = unit_at(snapshot.text, snapshot.path, offset)
+        else:  # the whole KernelBench file is one benchmark, wherever the cursor is in it
+            unit = next(iter(measured_units(snapshot.text, snapshot.path)), None)
         if unit is None:
             raise TargetError("put the cursor inside a __global__ function (or on Model) to profile it")
     except (TargetError, ValueError) as exc:

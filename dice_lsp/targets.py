@@ -98,6 +98,21 @@ def model_new_target(text: str) -> Target:
     )
 
 
+def model_class_at(text: str, offset: int) -> str | None:
+    """`Model` or `ModelNew` if the offset is inside that class of a KernelBench file."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew"):
+            start = offset_at_point(text, (node.lineno - 1, 0))
+            end = offset_at_point(text, (node.end_lineno - 1, node.end_col_offset))
+            if start <= offset <= end:
+                return node.name
+    return None
+
+
 def optimize_target(text: str, path: str, *, offset: int | None = None, kernel: str | None = None) -> Target:
     """The kernel under the cursor (or named); for a .py file, where ModelNew goes."""
     if language_of(path) == "kernelbench":

@@ -164,3 +164,40 @@ async def test_lens_and_hover_before_any_measurement(editor, workspace: Path):
     hover = await editor.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(5, 18)))
     assert "saxpy" in hover.contents.value and "not measured yet" in hover.contents.value
     assert await editor.client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(8, 4))) is None
+
+
+KERNELBENCH = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a):
+        return a * 2
+
+
+class ModelNew(nn.Module):
+    def forward(self, a):
+        return a + a
+
+
+def get_inputs():
+    return [torch.randn(16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.asyncio
+async def test_kernelbench_actions_on_model_and_model_new(editor, workspace: Path):
+    path = workspace / "double.py"
+    path.write_text(KERNELBENCH)
+    uri = editor.open(path)
+    for line in (4, 5, 9, 11):  # class Model, its forward, class ModelNew, its return
+        titles = [a.title for a in await editor.code_actions(uri, rng(line, 4, line, 4))]
+        assert titles == ["Optimize this kernel with DICE", "Profile this kernel"], (line, titles)
+    assert await editor.code_actions(uri, rng(14, 4, 14, 4)) == []  # in get_inputs
+    lenses = await editor.client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(uri)))
+    assert [lens.range.start.line for lens in lenses] == [9]  # over ModelNew, what is timed

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 # A kernel that does not compile: line 4 names an undefined identifier.
 BAD_KERNEL = (Path(__file__).parent / "fixtures" / "bad.cu").read_text()
 
@@ -228,3 +230,30 @@ def test_selection_range_in_lsp_positions(nvim):
     assert result["charwise"]["utf-16"] == {"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 8}}
     assert result["charwise"]["utf-8"] == {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 10}}
     assert result["linewise"] == {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 8}}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_checkhealth_names_it_and_the_lens_shows_the_time(nvim, repo_root: Path):
+    source = nvim.workdir / "saxpy.cu"
+    source.write_text((repo_root / "examples" / "saxpy.cu").read_text())
+    result = nvim.run(
+        f"""
+        T.open({lua_string(str(source))})
+        vim.api.nvim_win_set_cursor(0, {{ 10, 4 }})
+        vim.cmd("DiceProfile")
+        T.wait("the profile verdict", 300000, function()
+          return vim.iter(T.notes):any(function(n) return n:find("^DICE: saxpy: ") ~= nil end)
+        end)
+        local function lens()
+          local l = vim.lsp.codelens.get(0)[1]
+          return l and l.command and l.command.title or ""
+        end
+        T.wait("a timed lens", 30000, function() return lens():find(" ms") ~= nil end)
+        vim.cmd("checkhealth dice")
+        T.finish({{ lens = lens(), health = T.lines() }})
+        """
+    )
+    print("lens:", result["lens"])
+    print("\n".join(result["health"]))
+    assert "OK GPU: " in "\n".join(result["health"])
+    assert " on " in result["lens"]  # "0.412 ms, ... on NVIDIA H200"

@@ -17,6 +17,7 @@ from engine.frames import encode_frame, read_frame_async
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress
 
 STDERR_LINES = 40
+CANCEL_POLL_S = 0.05
 
 
 def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
@@ -43,6 +44,7 @@ class AsyncEngine:
         self._stderr_task: asyncio.Task | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._jobs: dict[int, asyncio.Queue] = {}
+        self._cancel_sent: set[int] = set()
         self._ids = itertools.count(1)
         self._start_lock = asyncio.Lock()
 
@@ -157,7 +159,21 @@ class AsyncEngine:
 
     # --- jobs ---------------------------------------------------------------------------------
 
-    async def _call(self, method: str, args: dict[str, Any], on_progress: Callable[[Progress], None] | None) -> list[Candidate]:
+    async def _next_message(self, queue: asyncio.Queue, job_id: int, should_cancel: Callable[[], bool] | None):
+        """The job's next message; with should_cancel, polled while waiting, as Engine does."""
+        while should_cancel is not None and job_id not in self._cancel_sent:
+            if should_cancel():
+                self._send({"op": "cancel", "id": job_id})
+                self._cancel_sent.add(job_id)  # the worker's answer (cancelled) ends the job
+                break
+            try:
+                return await asyncio.wait_for(queue.get(), CANCEL_POLL_S)
+            except asyncio.TimeoutError:
+                pass
+        return await queue.get()
+
+    async def _call(self, method: str, args: dict[str, Any], on_progress: Callable[[Progress], None] | None,
+                    should_cancel: Callable[[], bool] | None) -> list[Candidate]:
         await self.start()
         job_id = next(self._ids)
         queue: asyncio.Queue = asyncio.Queue()
@@ -166,7 +182,7 @@ class AsyncEngine:
             self._send({"op": "run", "id": job_id, "method": method, "args": args})
             await self._writer.drain()
             while True:
-                message = await queue.get()
+                message = await self._next_message(queue, job_id, should_cancel)
                 kind = message.get("type")
                 if kind == "progress" and on_progress is not None:
                     on_progress(Progress(**message["progress"]))
@@ -184,17 +200,19 @@ class AsyncEngine:
             raise
         finally:
             del self._jobs[job_id]
+            self._cancel_sent.discard(job_id)
 
     async def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-                     on_progress=None, **sampling) -> list[Candidate]:
+                     on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
         args = dict(prefix=prefix, suffix=suffix, n=n, max_tokens=max_tokens, reference=reference, sampling=sampling)
-        return await self._call("infill", args, on_progress)
+        return await self._call("infill", args, on_progress, should_cancel)
 
-    async def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, **sampling) -> list[Candidate]:
-        return await self._call("generate", dict(prompt=prompt, n=n, max_tokens=max_tokens, sampling=sampling), on_progress)
+    async def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
+                       **sampling) -> list[Candidate]:
+        args = dict(prompt=prompt, n=n, max_tokens=max_tokens, sampling=sampling)
+        return await self._call("generate", args, on_progress, should_cancel)
 
     async def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
-                       on_progress=None, **sampling) -> list[Candidate]:
+                       on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
         args = dict(code=code, language=language, n=n, max_tokens=max_tokens, sampling=sampling)
-        return await self._call("optimize", args, on_progress)
-
+        return await self._call("optimize", args, on_progress, should_cancel)

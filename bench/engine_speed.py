@@ -15,7 +15,8 @@ Measured in one run, each number with how it was measured:
   compiled = torch.compile'd layers in a CUDA graph), at batch 1 and 8; CUDA events around
   50 steps after warm-up, median.
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
-  block 4: one token per step and candidate), prefill excluded and included.
+  block 4: one token per step and candidate), summed over the candidates, prefill excluded
+  and included.
 - transformers: Qwen3ForCausalLM with the same weights, `generate` greedy with its KV cache;
   per token = (time for 1 + K tokens - time for 1 token) / K, so prefill is excluded.
 - agreement: fraction of tokens equal between each fast path and the eager cached path on
@@ -122,7 +123,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
     x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
-    start = PROMPT_TOKENS + 8 * BLOCK
+    start = PROMPT_TOKENS + BLOCK * max(0, min(8, gen // BLOCK - 1))
     x[:, PROMPT_TOKENS:start] = 1000  # some generated blocks before the one timed
     forward.block_logits(x, start, start + BLOCK, commit_previous=True)  # capture / compile
     torch.cuda.synchronize()
@@ -251,12 +252,12 @@ def main() -> int:
                               "b8_over_b1": b8 / b1, "b8_target_met": b8 / b1 < 1.3}
     save()
 
-    print("\nDICE-1.7B shape, bf16 random weights, 1024-token prompt, block 4, on", results["device"])
+    print(f"\nDICE-1.7B shape, bf16 random weights, {PROMPT_TOKENS}-token prompt, block {BLOCK}, on", results["device"])
     if floor:
         print(f"copy bandwidth {bandwidth['gb_per_s']:.0f} GB/s; weights {results['weight_bytes'] / 1e9:.2f} GB; "
               f"weight-read floor {floor:.3f} ms")
     if "prefill" in results:
-        print(f"prefill (1024 tokens, eager): {results['prefill']['median_ms']:.1f} ms")
+        print(f"prefill ({PROMPT_TOKENS} tokens, eager): {results['prefill']['median_ms']:.1f} ms")
     print(f"{'path':<10}{'batch':>6}{'step ms':>10}{'x floor':>9}{'tok/s':>10}{'tok/s+prefill':>15}{'agree':>7}")
     for path in paths:
         for batch in BATCHES:

@@ -81,7 +81,6 @@ def copy_bandwidth() -> dict:
     dst = torch.empty_like(src)
     times = cuda_ms(lambda: dst.copy_(src), repeats=20)
     ms = statistics.median(times)
-    del src, dst
     return {"bytes": n, "median_ms": ms, "gb_per_s": 2 * n / ms / 1e6, "how": "1 GiB D2D copy, read+write bytes"}
 
 
@@ -175,8 +174,6 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
     run(2)
     one = statistics.median(run(1) for _ in range(3))
     many = statistics.median(run(1 + new_tokens) for _ in range(2))
-    del hf
-    torch.cuda.empty_cache()
     return {"ms_per_token": 1000 * (many - one) / new_tokens, "prefill_plus_one_ms": 1000 * one,
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 

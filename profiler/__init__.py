@@ -13,7 +13,7 @@ from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, Param, find_kernels
 from profiler.gpu import gpu_name
 from profiler.judge import judge, profile
-from profiler.python_check import python_check
+from profiler.python_check import is_kernelbench, python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled
 from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
@@ -30,17 +30,13 @@ __all__ = [
     "check",
     "find_kernels",
     "gpu_name",
+    "is_kernelbench",
     "judge",
     "profile",
     "parse_spec",
     "spec_errors_as_diagnostics",
     "spec_template",
 ]
-
-
-def is_kernelbench(path: str) -> bool:
-    """`path` decides the kind of document: .py is KernelBench, anything else CUDA."""
-    return path.endswith(".py")
 
 
 def check(source: str, path: str) -> list[Diagnostic]:

@@ -37,7 +37,7 @@ def check_command(args: argparse.Namespace) -> int:
         diagnostics = profiler.check(source, str(path))
     except profiler.CompilerMissing as exc:
         return _usage_error(str(exc))
-    if not str(path).endswith(".py"):
+    if not profiler.is_kernelbench(str(path)):
         diagnostics = profiler.spec_errors_as_diagnostics(source) + diagnostics
     if args.json:
         print(json.dumps({"diagnostics": [d.to_json() for d in diagnostics]}))
@@ -93,7 +93,7 @@ def profile_command(args: argparse.Namespace) -> int:
     if not path.is_file():
         return _usage_error(f"no such file: {path}")
     source = path.read_text()
-    if not str(path).endswith(".py"):
+    if not profiler.is_kernelbench(str(path)):
         try:
             find_kernel(source, args.kernel)
         except ValueError as exc:

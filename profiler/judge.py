@@ -15,7 +15,7 @@ from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
 from profiler.gpu import gpu_name
-from profiler.python_check import python_check
+from profiler.python_check import is_kernelbench, python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
 from profiler.spec import Spec, SpecError, parse_spec
@@ -232,7 +232,7 @@ def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None
     """A verdict for each candidate document against the baseline document, each candidate
     in a fresh sandboxed process. on_progress(index, total) is called before each
     (1-based); should_cancel() is polled and raises Cancelled when it turns true."""
-    if path.endswith(".py"):
+    if is_kernelbench(path):
         return _kernelbench_verdicts(baseline, list(candidates), path, time_limit, on_progress, should_cancel)
     return _cuda_verdicts(baseline, list(candidates), path, kernel, time_limit, on_progress, should_cancel)
 
@@ -242,7 +242,7 @@ def profile(source: str, path: str, *, kernel: str | None = None, time_limit: fl
     """Compile, check and time what the document holds: a .cu kernel alone (outputs fully
     written and repeatable), or a KernelBench ModelNew against its Model (Model alone when
     there is no ModelNew), with torch.compile(Model) as a second baseline."""
-    if path.endswith(".py"):
+    if is_kernelbench(path):
         candidate = source if defines_model_new(source) else None
         return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True)
     (verdict,) = _cuda_verdicts(source, [None], path, kernel, time_limit, None, should_cancel)

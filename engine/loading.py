@@ -119,6 +119,8 @@ def load_checkpoint(
     state = load_state_dict(folder, device, dtype)
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
+    for name in [n for n in state if n.endswith("rotary_emb.inv_freq")]:
+        del state[name]  # some exports keep RoPE's table; we compute it from rope_theta
     # Build on the meta device, then adopt the loaded tensors: no time spent on random init.
     with torch.device("meta"):
         model = SDARForCausalLM(config)

@@ -9,16 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
-from profiler.spec import SpecError, parse_spec
 
 from dice_lsp.edits import candidate_slot
 from dice_lsp.measured import unit_at
 from dice_lsp.targets import TargetError, language_of, model_class_at
 from dice_lsp.verdict_view import candidate_title
+from profiler.spec import SpecError, parse_spec
 
 if TYPE_CHECKING:
-    from dice_lsp.job_registry import JobRegistry
     from pygls.lsp.server import LanguageServer
+
+    from dice_lsp.job_registry import JobRegistry
 
 FILL = "dice.fill"
 OPTIMIZE = "dice.optimize"

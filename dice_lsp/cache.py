@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import msgpack
+
 from profiler.results import Verdict
 
 log = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-import profiler
 from lsprotocol import types
-from profiler.spec import spec_errors_as_diagnostics
 
+import profiler
 from dice_lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.targets import TargetError, language_of
+from profiler.spec import spec_errors_as_diagnostics
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

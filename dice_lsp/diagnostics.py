@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
-from profiler.results import Diagnostic, Verdict
 
 from dice_lsp.lsp_text import line_range, lsp_range
 from dice_lsp.verdict_view import compiler_severity, severity
+from profiler.results import Diagnostic, Verdict
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import profiler
-from profiler.results import Verdict
-
 from dice_lsp.config import Settings
 from dice_lsp.targets import Target, fill_target, optimize_target
 from dice_lsp.text_offsets import position_at
+from profiler.results import Verdict
 
 if TYPE_CHECKING:
     from engine.client import AsyncEngine

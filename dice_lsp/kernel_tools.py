@@ -11,11 +11,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-import profiler
 from lsprotocol import types
-from profiler.results import Verdict
-from profiler.spec import spec_template
 
+import profiler
 from dice_lsp.diagnostics import verdict_diagnostic
 from dice_lsp.edits import replace_edit
 from dice_lsp.job_registry import JobCancelled, wait
@@ -26,6 +24,8 @@ from dice_lsp.progress import work_done
 from dice_lsp.request_args import document_snapshot, offset_of
 from dice_lsp.targets import TargetError, kernel_at, language_of
 from dice_lsp.text_offsets import offset_at_point
+from profiler.results import Verdict
+from profiler.spec import spec_template
 
 if TYPE_CHECKING:
     from dice_lsp.server import DiceServer

@@ -27,7 +27,7 @@ def line_range(document: TextDocument, line: int, column: int) -> types.Range:
     text = lines[row] if lines else ""
     content = text.rstrip("\r\n")
     start = min(max(column - 1, 0), len(content))
-    end = len(content) if start < len(content) else start
+    end = max(start, len(content))
     codec = document.position_codec
     return types.Range(
         codec.position_to_client_units(lines, types.Position(row, start)),

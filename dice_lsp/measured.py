@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 
 import profiler
-
 from dice_lsp.cache import result_key
 from dice_lsp.targets import language_of
 from dice_lsp.text_offsets import offset_at_point

@@ -29,7 +29,7 @@ from dice_lsp.engine_host import EngineHost
 from dice_lsp.file_watch import FileWatcher
 from dice_lsp.job_registry import JobRegistry
 from dice_lsp.lenses import code_lenses, hover
-from dice_lsp.measured import live_keys, measured_units, unit_key
+from dice_lsp.measured import live_keys
 from dice_lsp.request_args import job_and_index
 from dice_lsp.status import StatusReporter
 from dice_lsp.targets import TargetError
@@ -117,16 +117,6 @@ class DiceServer(LanguageServer):
         if dropped:
             log.info("dropped %d stale result(s) of %s", dropped, path)
             self.refresh_lenses()
-
-    def remember_applied(self, uri: str, job_id: str, index: int) -> None:
-        """Cache the verdict of an applied candidate under the kernel as it now reads."""
-        job = self.jobs.get(job_id)
-        if job is None or job.result is None:
-            return
-        _, verdict, new_text = job.result.candidates[index]
-        for unit in measured_units(new_text, job.result.snapshot.path):
-            if job.result.target.kernel in (None, unit.name):
-                self.cache.put(job.result.snapshot.path, unit_key(new_text, unit, self.gpu), verdict)
 
 
 server = DiceServer()
@@ -232,8 +222,6 @@ async def _generate_command(ls: DiceServer, kind: str, args: tuple) -> dict:
     answer["applied"] = False
     if outcome.edit is not None and outcome.result is not None:
         answer["applied"] = await _apply(ls, outcome.edit, f"DICE {kind}")
-        if answer["applied"]:
-            ls.remember_applied(outcome.result.snapshot.uri, outcome.job, outcome.result.best)
     return answer
 
 
@@ -282,7 +270,6 @@ async def apply_candidate_command(ls: DiceServer, *args: Any) -> dict:
         return {"applied": False, "error": message}
     applied = await _apply(ls, edit, f"DICE candidate {index + 1}")
     if applied:
-        ls.remember_applied(document.uri, job_id, index)
         editor_jobs.publish_job_diagnostics(ls, job.result, job.result.candidates[index][2], index)
         ls.refresh_lenses()
     return {"applied": applied}

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import profiler
-from profiler.cuda_source import Kernel, find_kernel
-
 from dice_lsp.text_offsets import offset_at, offset_at_point
+from profiler.cuda_source import Kernel, find_kernel
 
 
 class TargetError(ValueError):

@@ -7,6 +7,7 @@ Numbers are printed only where the profiler measured them; anything unmeasured s
 from __future__ import annotations
 
 from lsprotocol import types
+
 from profiler.results import Verdict
 
 _SEVERITY = {

@@ -49,6 +49,7 @@ class Editor:
         self.initialization_options: dict | None = None
         self.reconfigured = False
         self.cache_dir = CACHE_DIR
+        self.client_name = ""
 
     def reset(self) -> None:
         """Forget what earlier tests on the same server received."""
@@ -282,6 +283,7 @@ async def model_lsp(lsp_client: LanguageClient, request, tiny_checkpoint: Path, 
     settings = {"dice": {**MODEL_TEST_SETTINGS, "model": str(tiny_checkpoint)}}
     lsp_client.editor = await start_editor(lsp_client, client_capabilities(request.param), root, settings)
     lsp_client.editor.root = root
+    lsp_client.editor.client_name = request.param
     yield
     await asyncio.wait_for(lsp_client.shutdown_session(), 30)
     await stop_server(lsp_client)

@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || return 1
-export PYTHONPATH=/tmp/site
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || { cat "$OUT/install.log"; return 1; }
 [ -d .shared ] && export DICE_SHARED=$PWD/.shared

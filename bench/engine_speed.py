@@ -19,6 +19,8 @@ Measured in one run, each number with how it was measured:
   and included.
 - transformers: Qwen3ForCausalLM with the same weights, `generate` greedy with its KV cache;
   per token = (time for 1 + K tokens - time for 1 token) / K, so prefill is excluded.
+- kernels: torch.profiler over eager batch-1 steps: GPU busy time per step (no launch gaps)
+  and the kernels that take it, to aim the next optimisation.
 - agreement: fraction of tokens equal between each fast path and the eager cached path on
   this random bf16 model (near ties may flip; the fp32 GPU test checks exact equality).
 
@@ -178,6 +180,36 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 
 
+@torch.inference_mode()
+def kernel_breakdown(model: SDARForCausalLM, gen: int, steps: int = 3) -> dict:
+    """Where the GPU time of an eager batch-1 step goes (torch.profiler, CUDA kernels only):
+    the busy time per step without launch gaps, and the kernels that take most of it, so
+    that the next optimisation can aim at the right kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    total = PROMPT_TOKENS + gen
+    forward = make_forward(model, "cached", 1, total, BLOCK)
+    x = torch.full((1, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
+    x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
+    forward.prefill(x[:, :PROMPT_TOKENS])
+    start = PROMPT_TOKENS + BLOCK
+    forward.block_logits(x, start, start + BLOCK, commit_previous=True)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            forward.block_logits(x, start, start + BLOCK, commit_previous=True)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.key_averages() if e.device_time_total > 0]
+    busy_us = sum(e.self_device_time_total for e in kernels) / steps
+    top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:15]
+    return {
+        "gpu_busy_ms_per_step": busy_us / 1000,
+        "kernels_per_step": sum(e.count for e in kernels) / steps,
+        "top": [{"kernel": e.key[:90], "ms_per_step": e.self_device_time_total / steps / 1000,
+                 "calls_per_step": e.count / steps} for e in top],
+    }
+
+
 def agreement(a: list[list[int]], b: list[list[int]]) -> float:
     pairs = [(x, y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)]
     return sum(x == y for x, y in pairs) / max(1, len(pairs))
@@ -235,6 +267,7 @@ def main() -> int:
                 results[f"agreement_{path}_b{batch}"] = agreement(tokens[(path, batch)], tokens[("cached", batch)])
     for batch in BATCHES:
         section(f"transformers_b{batch}", lambda: transformers_generate(model, batch))
+    section("kernels_eager_b1", lambda: kernel_breakdown(model, args.gen))
 
     floor = results.get("floor_ms")
     best = None
@@ -275,6 +308,12 @@ def main() -> int:
         print(f"targets ({t['path']}): batch-1 step = {t['b1_step_over_floor']:.2f}x floor (target <= 2: "
               f"{'met' if t['b1_target_met'] else 'NOT met'}); batch-8 step = {t['b8_over_b1']:.2f}x batch-1 "
               f"(target < 1.3: {'met' if t['b8_target_met'] else 'NOT met'})")
+    kernels = results.get("kernels_eager_b1")
+    if kernels:
+        print(f"eager batch-1 step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
+              f"({kernels['kernels_per_step']:.0f} kernels); the largest:")
+        for k in kernels["top"][:8]:
+            print(f"  {k['ms_per_step']:8.3f} ms  x{k['calls_per_step']:<5.0f} {k['kernel']}")
     if results["errors"]:
         print("errors:", json.dumps(results["errors"], indent=2))
     print(f"wrote {out_file}")

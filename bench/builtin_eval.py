@@ -192,7 +192,10 @@ def machine(device: str) -> str:
         import torch
 
         return torch.cuda.get_device_name(0)
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    import torch
+
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"{torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
@@ -205,8 +208,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--latency-only", action="store_true", help="only time fills of examples/saxpy.cu")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
+    import torch
+
     import engine
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,73 @@
+"""The shipped built-in model: a real checkpoint folder, loaded by engine.load("builtin"),
+that fills a span on the CPU, and `dice fill --model builtin` end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine
+from engine.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+
+REPO = Path(__file__).resolve().parents[2]
+BUILTIN = REPO / "engine" / "builtin"
+SAXPY = REPO / "examples" / "saxpy.cu"
+STATEMENT = "y[i] = a * x[i] + y[i];"
+
+
+def test_shipped_folder_is_a_small_fim_sdar_checkpoint():
+    config = json.loads((BUILTIN / "config.json").read_text())
+    assert config["model_type"] == "sdar" and config["prompt_format"] == "fim"
+    assert config["block_size"] == 4
+    shards = list(BUILTIN.glob("*.safetensors"))
+    assert shards and sum(p.stat().st_size for p in shards) <= 50e6
+    assert all(p.stat().st_size < 16 * 2**20 for p in shards)   # fits the device machine's return
+    from engine.loading import load_config, load_tokenizer
+
+    tokenizer = load_tokenizer(BUILTIN, load_config(BUILTIN))
+    assert tokenizer.convert_ids_to_tokens(config["mask_token_id"]) == "<|MASK|>"
+    assert tokenizer.convert_ids_to_tokens(config["eos_token_id"]) == END_OF_TEXT
+    for token in (FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX):
+        assert len(tokenizer.encode(token, add_special_tokens=False)) == 1
+
+
+def test_builtin_fills_the_saxpy_statement_on_cpu():
+    text = SAXPY.read_text()
+    at = text.index(STATEMENT)
+    prefix, suffix = text[:at], text[at + len(STATEMENT):]
+    model = engine.load("builtin", device="cpu")
+    [candidate] = model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)
+    assert candidate.finish_reason == "eos"        # it closes the span by itself
+    assert candidate.text.strip().endswith(";")    # a statement, in the span's shape
+    from profiler.compile import CompilerMissing, nvcc_check
+
+    try:
+        diagnostics = nvcc_check(prefix + candidate.text + suffix, "saxpy.cu")
+    except CompilerMissing as exc:
+        pytest.skip(str(exc))
+    assert [d for d in diagnostics if d.severity == "error"] == []
+
+
+@pytest.mark.slow
+def test_dice_fill_with_the_builtin_model(tmp_path):
+    source = tmp_path / "saxpy.cu"
+    source.write_text(SAXPY.read_text())
+    line = next(i for i, l in enumerate(SAXPY.read_text().split("\n"), 1) if STATEMENT in l)
+    col = SAXPY.read_text().split("\n")[line - 1].index(STATEMENT) + 1
+    out = subprocess.run(
+        [sys.executable, "-m", "dice_lsp.cli", "fill", str(source), "--range",
+         f"{line}:{col}-{line}:{col + len(STATEMENT)}", "--model", "builtin", "--candidates", "1",
+         "--max-tokens", "32", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert len(result["candidates"]) == 1
+    cand = result["candidates"][0]
+    assert cand["text"].strip() and isinstance(cand["compiled"], bool)
+    if result["gpu"] is None:
+        assert cand["correct"] is None and cand["speedup"] is None   # never invented

@@ -1,0 +1,175 @@
+"""The built-in model's training pieces: corpus data, FIM examples, the block-diffusion mask
+and noise, and a resumable training run of a tiny model on a tiny real corpus (CPU)."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.fim_data import PAD_DOC, CorpusSplit, FimSampler, Span, random_span
+from engine.prompts import END_OF_TEXT, fim_prompt
+from engine.train import TrainSettings, block_noise, export, train, training_mask
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script(name: str):
+    """A module of scripts/ (not a package), imported by path."""
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPO / "scripts"))
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory) -> Path:
+    """40 generated kernels, all in the train split, a 600-token BPE, and the split data:
+    the same functions scripts/build_corpus.py runs."""
+    build = _script("build_corpus")
+    gen = _script("generate_kernels")
+    tok_mod = _script("cuda_tokenizer")
+    out = tmp_path_factory.mktemp("corpus")
+    paths = gen.generate(out / "generated", 40, seed=1)
+    files = [build.CorpusFile("generated", p.name, "train", p.read_text()) for p in paths]
+    tokenizer = tok_mod.build_tokenizer((f.text for f in files), 600)
+    tok_mod.save_tokenizer(tokenizer, out / "tokenizer")
+    build.write_split_data(files, out)
+    return out
+
+
+def _tokenizer(corpus: Path):
+    from engine.train import load_tokenizer
+
+    return load_tokenizer(str(corpus / "tokenizer"))
+
+
+def test_generated_kernels_compile(tmp_path):
+    """The generator's kernels are valid CUDA (nvcc, device code only)."""
+    from profiler.compile import nvcc_check
+
+    gen = _script("generate_kernels")
+    sources = [p.read_text() for p in gen.generate(tmp_path, 3, seed=7)]
+    errors = [d for src in sources for d in nvcc_check(src, "gen.cu") if d.severity == "error"]
+    assert errors == []
+
+
+def test_brace_blocks_find_loop_and_function_bodies():
+    build = _script("build_corpus")
+    text = "__global__ void f(int n) {\n    for (int i = 0; i < n; ++i) {\n        g(i);\n    }\n}\n"
+    assert sorted(build.brace_blocks(text)) == [(0, 4), (1, 3)]
+
+
+def test_fim_example_tokenizes_as_inference_prompt(tiny_corpus):
+    """A training example equals tokenize(fim_prompt(prefix, suffix)) + tokenize(middle) + EOS,
+    the exact tokens the engine feeds and the model must answer at inference."""
+    tokenizer = _tokenizer(tiny_corpus)
+    data = CorpusSplit(tiny_corpus / "data", "train")
+    sampler = FimSampler(data, tokenizer, seq_len=4096, block_size=4, max_middle=4096, seed=0)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for f in range(len(data)):
+        span = random_span(data, f, rng)
+        if span is None:
+            continue
+        text = data.texts[f]
+        prefix, middle, suffix = text[:span.start], text[span.start:span.end], text[span.end:]
+        sampler.pending = []
+        window = sampler.seq_len * 4
+        assert len(prefix) < window and len(suffix) < window   # whole file in the windows
+        enc = tokenizer.backend_tokenizer.encode_batch([prefix, middle, suffix], add_special_tokens=False)
+        from engine.fim_data import Example
+
+        laid = sampler.layout(Example(enc[0].ids, enc[1].ids, enc[2].ids), room=4096)
+        expected = (tokenizer.encode(fim_prompt(prefix, suffix), add_special_tokens=False)
+                    + tokenizer.encode(middle, add_special_tokens=False)
+                    + [tokenizer.convert_tokens_to_ids(END_OF_TEXT)])
+        assert laid.tolist() == expected
+        checked += 1
+    assert checked >= 30
+
+
+def test_rows_pack_examples_on_block_boundaries(tiny_corpus):
+    tokenizer = _tokenizer(tiny_corpus)
+    sampler = FimSampler(CorpusSplit(tiny_corpus / "data", "train"), tokenizer, seq_len=256,
+                         block_size=4, max_middle=64, seed=0)
+    batch = sampler.batch(4)
+    assert batch.ids.shape == (4, 256)
+    for ids, doc, pos in zip(batch.ids, batch.doc, batch.pos):
+        real = doc < PAD_DOC
+        assert real.sum() > 128   # rows are mostly examples, not padding
+        for d in np.unique(doc[real]):
+            where = np.nonzero(doc == d)[0]
+            assert where[0] % 4 == 0 and pos[where[0]] == 0
+            assert ids[where[0]] == sampler.special.fim_suffix and ids[where[-1]] == sampler.special.eos
+
+
+def test_training_mask_is_block_diffusion_within_examples():
+    # Two examples of 8 and 4 tokens in a row of 12, block size 4.
+    doc = torch.tensor([[0] * 8 + [1] * 4])
+    mask = training_mask(doc, 4)[0, 0]
+    t = 12
+    clean, noisy = slice(0, t), slice(t, 2 * t)
+    # Clean tokens: block-causal inside their example, never see noisy tokens.
+    assert mask[clean, noisy].sum() == 0
+    assert mask[5, 0] and mask[5, 7] and not mask[1, 4] and not mask[9, 3]
+    # Noisy token of block 1: its own noisy block, and the clean block 0; not its clean self.
+    q = t + 5
+    assert mask[q, t + 4 : t + 8].all() and mask[q, 0:4].all()
+    assert not mask[q, 4:8].any() and not mask[q, t : t + 4].any()
+    # Noisy first block of example 1 sees nothing of example 0.
+    assert not mask[t + 9, 0:8].any() and mask[t + 9, t + 8 : t + 12].all()
+
+
+def test_block_noise_masks_one_to_block_size_per_block_and_never_padding():
+    ids = torch.zeros(3, 64, dtype=torch.long)
+    doc = torch.zeros(3, 64, dtype=torch.long)
+    doc[:, 48:] = PAD_DOC
+    masked = block_noise(ids, doc, 4, PAD_DOC, torch.Generator().manual_seed(0))
+    per_block = masked[:, :48].reshape(3, 12, 4).sum(-1)
+    assert per_block.min() >= 1 and per_block.max() <= 4
+    assert len(set(per_block.flatten().tolist())) > 1
+    assert not masked[:, 48:].any()
+
+
+def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
+    """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
+    on; the exported folder loads through engine.loading like any checkpoint."""
+    tokenizer = _tokenizer(tiny_corpus)
+    settings = TrainSettings(
+        data=str(tiny_corpus / "data"), tokenizer=str(tiny_corpus / "tokenizer"),
+        model=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                   num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True,
+                   block_size=4, mask_token_id=tokenizer.mask_token_id, eos_token_id=tokenizer.eos_token_id,
+                   bos_token_id=None, pad_token_id=tokenizer.eos_token_id, prompt_format="fim",
+                   rope_theta=10000.0, max_position_embeddings=1024),
+        seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600,
+    )
+    out = tmp_path / "run"
+    train(settings, out, resume=False, device=torch.device("cpu"), max_steps=2)
+    model = train(settings, out, resume=True, device=torch.device("cpu"), max_steps=4)
+    state = torch.load(out / "train_state.pt", weights_only=False)
+    assert state["step"] == 4 and len(state["optimizer"]["state"]) > 0
+    rows = list(csv.DictReader(open(out / "loss.csv")))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
+    assert all(np.isfinite(float(r["loss"])) for r in rows)
+
+    export(model, settings, out / "checkpoint", with_tokenizer=True)
+    from engine.loading import load_checkpoint
+
+    loaded, tok, config = load_checkpoint(out / "checkpoint", "cpu", torch.float32)
+    assert config.prompt_format == "fim" and config.mask_token_id == tok.mask_token_id
+    ids = torch.tensor([tok.encode(fim_prompt("int a;\n", "\n"), add_special_tokens=False)])
+    assert loaded(ids).shape == (1, ids.shape[1], len(tokenizer))
+
+
+def test_settings_file_in_repository_matches_the_shipped_model():
+    settings = TrainSettings.load(REPO / "engine" / "builtin" / "train_settings.json")
+    shipped = json.loads((REPO / "engine" / "builtin" / "config.json").read_text())
+    for key, value in settings.model.items():
+        assert shipped[key] == value, key

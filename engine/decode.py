@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 import torch
 
-from engine.model import KVCache, SDARForCausalLM
+from engine.model import KVCache, SDARForCausalLM, fuse_projections
 from engine.types import Cancelled, EngineError, Progress, Sampling
 
 PATHS = ("recompute", "cached", "static", "graphs", "compiled")
@@ -157,11 +157,8 @@ class CachedForward:
         )
         self.cache.copy_first_row(length)
 
-    def window(self, start: int, commit_previous: bool) -> int:
-        return start - self.block_size if commit_previous else start
-
     def block_logits(self, x, start, end, commit_previous):
-        first = self.window(start, commit_previous)
+        first = start - self.block_size if commit_previous else start
         return self.model(
             x[:, first:end],
             cache=self.cache,
@@ -193,6 +190,7 @@ class StaticForward(CachedForward):
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False):
         super().__init__(model, cache, block_size)
+        fuse_projections(model)
         self.compiled = compiled
         self.layer_runner = compiled_layer_forward() if compiled else None
 

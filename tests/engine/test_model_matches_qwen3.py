@@ -88,3 +88,20 @@ def test_explicit_mask_and_positions_replace_the_default(tmp_path, sdar_tokenize
         shifted_ref = reference(ids, position_ids=torch.arange(5, 17)[None], attention_mask=shifted_mask).logits
     assert diff < 1e-4
     assert (shifted - shifted_ref).abs().max().item() < 1e-4
+
+
+def test_fused_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
+    from engine.model import fuse_projections
+
+    reference = qwen3_checkpoint(tmp_path, sdar_tokenizer_dir, block_size=1, tied=False)
+    model, _, _ = load_checkpoint(tmp_path, "cpu", torch.float32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fuse_projections(model)
+    fuse_projections(model)  # idempotent
+    after = model.state_dict()
+    assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
+    attn = model.model.layers[0].self_attn
+    assert attn.q_proj.weight.data_ptr() == attn.qkv_weight.data_ptr()  # a view, not a copy
+    ids = torch.randint(0, 512, (2, 21), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (model(ids) - reference(ids).logits).abs().max().item() < 1e-4

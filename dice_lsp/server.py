@@ -130,8 +130,9 @@ def initialize(ls: DiceServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 async def initialized(ls: DiceServer, params: types.InitializedParams) -> None:
     ls.status.update(message="starting")
-    for folder in ls.workspace.folders.values():
-        if path := uris.to_fs_path(folder.uri):
+    roots = [uris.to_fs_path(folder.uri) for folder in ls.workspace.folders.values()] or [ls.workspace.root_path]
+    for path in roots:
+        if path:
             ls.watcher.watch(path)
     await ls.reload_settings()
     await ls.detect_gpu()

@@ -130,6 +130,10 @@ class Editor:
             return await self.execute(action.command.command, *(action.command.arguments or []))
         return action
 
+    async def sync(self) -> None:
+        """A round trip: once answered, the server has handled every notification sent before."""
+        await self.execute("dice.showCandidates", {})
+
     async def execute(self, command: str, *args: Any) -> Any:
         return await self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command=command, arguments=list(args))

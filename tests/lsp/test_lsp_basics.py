@@ -201,3 +201,17 @@ async def test_kernelbench_actions_on_model_and_model_new(editor, workspace: Pat
     assert await editor.code_actions(uri, rng(14, 4, 14, 4)) == []  # in get_inputs
     lenses = await editor.client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(uri)))
     assert [lens.range.start.line for lens in lenses] == [9]  # over ModelNew, what is timed
+
+
+@pytest.mark.asyncio
+async def test_compile_diagnostics_follow_edits_when_asked(editor, workspace: Path):
+    editor.client.set_configuration({"diagnosticsOnChange": True, "debounceMs": 50}, section="dice")
+    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    path = workspace / "scale.cu"
+    path.write_text(NO_SPEC)
+    uri = editor.open(path)
+    await editor.wait_for(lambda: uri in editor.client.diagnostics, timeout=120, what="the check on open")
+    assert list(editor.client.diagnostics[uri]) == []
+    editor.change(uri, rng(3, 33, 3, 34), "")  # drop the ';' after `s * in[i]`
+    await editor.wait_for(lambda: editor.client.diagnostics.get(uri), timeout=120, what="the check after the edit")
+    assert any(d.severity == types.DiagnosticSeverity.Error for d in editor.client.diagnostics[uri])

@@ -111,6 +111,9 @@ async def test_fill_resolves_then_each_candidate_is_an_action(editor, workspace:
     assert any(m.startswith("generating: block 1 of") for m in messages), messages
     assert any(m.startswith("judging: candidate 1 of") for m in messages), messages
     assert any("none applied" in m for m in editor.messages()), editor.messages()
+    busy = [s for s in editor.statuses if s["busy"]]
+    assert any(s["message"].startswith("fill: generating") for s in busy), editor.statuses
+    assert editor.statuses[-1]["busy"] is False and editor.statuses[-1]["model"]
 
     # Verdicts on the range, from the real compiler.
     await editor.wait_for(lambda: any(d.source == "dice" and d.code for d in editor.client.diagnostics.get(uri, [])), what="verdict diagnostics")

@@ -46,6 +46,7 @@ async def test_profile_without_gpu_then_stale_result_dropped(editor, workspace: 
     # ... until the file changes outside the editor (a git checkout): then the result is gone,
     # even once the old text comes back.
     editor.client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    await editor.sync()  # the server knows the file is closed before it changes on disk
     cache = ResultCache(Path(editor.cache_dir))
     assert cache.keys(str(path))
     path.write_text(SAXPY.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from engine import prompts
 from engine.decode import decode
 from engine.loading import load_checkpoint
@@ -16,6 +18,7 @@ from engine.types import Candidate, EngineError, EngineInfo, Progress, Sampling
 ProgressFn = Callable[[Progress], None] | None
 CancelFn = Callable[[], bool] | None
 FAST_PATHS = ("graphs", "compiled")
+SMALL_HIDDEN = 1024
 
 
 class LocalEngine:
@@ -27,6 +30,10 @@ class LocalEngine:
         self.config = config
         self.name = name
         device = model.lm_head.weight.device
+        if device.type == "cpu" and config.hidden_size <= SMALL_HIDDEN and "OMP_NUM_THREADS" not in os.environ:
+            # A small model's matmuls are too small to split across threads: syncing them costs
+            # more than it saves (the built-in model decoded 3x slower with 2 threads than 1).
+            torch.set_num_threads(1)
         # CUDA graphs on a GPU, where an eager step is bound by kernel launches;
         # DICE_DECODE_PATH picks another path (recompute | cached | graphs), e.g. to compare.
         self.decode_path = os.environ.get("DICE_DECODE_PATH") or ("graphs" if device.type == "cuda" else "cached")

@@ -28,11 +28,21 @@ CLIENTS = ["neovim", "visual-studio-code"]
 MODEL_TEST_SETTINGS = {"candidates": 2, "maxTokens": 8, "temperature": 1.0, "timeLimit": 60}
 
 
-def server_config(**env: str) -> ClientServerConfig:
-    return ClientServerConfig(
-        server_command=[sys.executable, "-m", "dice_lsp.server"],
-        server_env={**os.environ, "DICE_CACHE_DIR": CACHE_DIR, "PYTHONPATH": str(REPO), **env},
-    )
+def child_environment() -> dict[str, str]:
+    """The environment for the processes the tests start: this checkout first on the path
+    (before whatever PYTHONPATH brings, e.g. wheels unpacked on the GPU machine), and a
+    results cache of the tests' own."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "DICE_CACHE_DIR": CACHE_DIR}
+
+
+@pytest.fixture(scope="session")
+def child_env() -> dict[str, str]:
+    return child_environment()
+
+
+def server_config() -> ClientServerConfig:
+    return ClientServerConfig(server_command=[sys.executable, "-m", "dice_lsp.server"], server_env=child_environment())
 
 
 class Editor:

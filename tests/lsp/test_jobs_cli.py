@@ -4,21 +4,28 @@ tiny checkpoint, the real profiler. The file is never modified."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
 
 
-def dice(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], check=False, capture_output=True, text=True, timeout=timeout, env=env)
+@pytest.fixture
+def dice(child_env: dict[str, str]):
+    """Run `dice ARGS...` as a user would, in a subprocess."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "dice_lsp.cli", *args]
+        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, env=child_env)
+
+    return run
 
 
-def test_fill_json(tmp_path: Path, tiny_checkpoint: Path, local_gpu):
+def test_fill_json(dice, tmp_path: Path, tiny_checkpoint: Path, local_gpu):
     path = tmp_path / "saxpy.cu"
     path.write_text(SAXPY)
     run = dice("fill", str(path), "--range", "12:9-12:32", "--candidates", "2", "--max-tokens", "8", "--model", str(tiny_checkpoint), "--json")
@@ -39,7 +46,7 @@ def test_fill_json(tmp_path: Path, tiny_checkpoint: Path, local_gpu):
     assert run.stderr == "", "no progress bar when stderr is not a terminal"
 
 
-def test_optimize_table(tmp_path: Path, tiny_checkpoint: Path):
+def test_optimize_table(dice, tmp_path: Path, tiny_checkpoint: Path):
     path = tmp_path / "saxpy.cu"
     path.write_text(SAXPY)
     run = dice("optimize", str(path), "--kernel", "saxpy", "--candidates", "1", "--max-tokens", "4", "--model", str(tiny_checkpoint))
@@ -50,7 +57,7 @@ def test_optimize_table(tmp_path: Path, tiny_checkpoint: Path):
     assert path.read_text() == SAXPY
 
 
-def test_bad_requests_say_why(tmp_path: Path):
+def test_bad_requests_say_why(dice, tmp_path: Path):
     path = tmp_path / "two.cu"
     path.write_text(SAXPY + SAXPY.replace("saxpy", "saxpy2"))
     run = dice("optimize", str(path))
@@ -63,7 +70,7 @@ def test_bad_requests_say_why(tmp_path: Path):
     assert run.returncode == 2 and "cannot read" in run.stderr
 
 
-def test_missing_model_says_how_to_pass_one(tmp_path: Path):
+def test_missing_model_says_how_to_pass_one(dice, tmp_path: Path):
     path = tmp_path / "saxpy.cu"
     path.write_text(SAXPY)
     run = dice("fill", str(path), "--range", "12:9-12:32", "--model", str(tmp_path / "nowhere"))

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -30,11 +25,11 @@ async def read_message(reader: asyncio.StreamReader) -> dict:
 
 
 @pytest.mark.asyncio
-async def test_initialize_over_tcp():
+async def test_initialize_over_tcp(child_env: dict[str, str]):
     port = free_port()
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=child_env,
     )
     try:
         for _ in range(100):

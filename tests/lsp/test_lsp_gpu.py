@@ -107,6 +107,12 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.fixture
+def dice_settings() -> dict:
+    """The built-in model, for the fill below; the profile tests load no model."""
+    return {"dice": {"model": "builtin", "candidates": 4, "maxTokens": 24, "temperature": 0.7}}
+
+
 async def profile_at(editor, path: Path, line: int) -> tuple[str, list[types.CodeLens]]:
     uri = editor.open(path)
     spot = types.Range(types.Position(line, 8), types.Position(line, 8))
@@ -170,3 +176,27 @@ def test_job_picks_the_correct_and_faster_candidate(tmp_path: Path, local_gpu):
     assert answer["candidates"][1]["speedup"] > 1.5 and answer["candidates"][1]["correct"] is True
     assert answer["best_text"] == STRIDED[: target.start] + COALESCED_KERNEL + STRIDED[target.end :]
     assert "judging: candidate 2 of 2" in reports
+
+
+@pytest.mark.asyncio
+async def test_fill_with_the_builtin_model_is_judged_on_the_gpu(editor, workspace: Path, local_gpu):
+    """The whole pipeline on the device: whatever the model writes is judged there (timed when it
+    compiles and is correct), and the best correct-and-faster candidate, if any, is applied."""
+    path = workspace / "saxpy.cu"
+    path.write_text(SAXPY)
+    uri = editor.open(path)
+    statement = SAXPY.splitlines().index("        y[i] = a * x[i] + y[i];")
+    args = {"uri": uri, "range": {"start": {"line": statement, "character": 8}, "end": {"line": statement, "character": 31}}}
+    result = await editor.execute("dice.fill", args)
+    print("answer:", result)
+    assert result["candidates"] and not result["error"], result
+    assert result["gpu"] == local_gpu
+    judged = {"faster", "not_faster", "wrong", "compile_error", "crash", "timeout"}
+    assert {c["status"] for c in result["candidates"]} <= judged, "judged on the GPU, never 'no_gpu' here"
+    if result["best"] is None:
+        assert result["applied"] is False
+    else:
+        assert result["applied"] is True and result["candidates"][result["best"]]["status"] == "faster"
+        lenses = await editor.client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(uri)))
+        print("lens:", [lens.command.title for lens in lenses])
+        assert "x faster on" in lenses[0].command.title

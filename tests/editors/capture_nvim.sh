@@ -16,7 +16,9 @@ tmux new-session -d -s "$session" -x 130 -y 24 \
   DICE_CACHE_DIR="$state/cache" "$nvim" --clean -u "$here/nvim_init.lua" \
   -c 'lua vim.diagnostic.config({ virtual_text = true })' \
   -c "set laststatus=2 statusline=%f\ %m%=%{v:lua.require'dice.status'.statusline()}" "$file"
-trap 'tmux kill-session -t "$session" 2>/dev/null; rm -rf "$state"' EXIT
+# Quit Neovim itself first: killing the tmux session can leave its --embed process behind.
+trap 'tmux send-keys -t "$session" Escape ":qa!" Enter 2>/dev/null; sleep 1
+      tmux kill-session -t "$session" 2>/dev/null; rm -rf "$state"' EXIT
 sleep "${DICE_CAPTURE_WAIT:-6}"
 for keys in "$@"; do
   tmux send-keys -t "$session" "$keys" Enter

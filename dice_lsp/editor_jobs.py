@@ -67,7 +67,7 @@ class Outcome:
 
 
 def _show(server: DiceServer, kind: types.MessageType, message: str) -> None:
-    server.window_show_message(types.ShowMessageParams(type=kind, message=f"DICE: {message}"))
+    server.show(kind, f"DICE: {message}")
 
 
 def cache_verdicts(cache: ResultCache, result: JobResult, gpu: str | None) -> None:

@@ -46,7 +46,7 @@ async def profile(server: DiceServer, args: Any, token: types.ProgressToken | No
         if unit is None:
             raise TargetError("put the cursor inside a __global__ function (or on Model) to profile it")
     except (TargetError, ValueError) as exc:
-        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"DICE: {exc}"))
+        server.show(types.MessageType.Warning, f"DICE: {exc}")
         return {"error": str(exc)}
     job = server.jobs.start("profile", snapshot.uri, _run_profile(server, snapshot.text, snapshot.path, unit, token), server.protocol.msg_id)
     try:
@@ -55,7 +55,7 @@ async def profile(server: DiceServer, args: Any, token: types.ProgressToken | No
         return {"cancelled": True, "message": str(exc)}
     except Exception as exc:  # the profiler failed itself: say so, keep serving
         log.exception("profiling failed")
-        server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"DICE: profiling failed: {exc}"))
+        server.show(types.MessageType.Error, f"DICE: profiling failed: {exc}")
         return {"error": str(exc)}
     finally:
         if not server.jobs.running():

@@ -62,7 +62,6 @@ class DiceServer(LanguageServer):
         self.checker = CompileChecker(self, self.diagnostics)
         self.watcher = FileWatcher(self.on_disk_change)
         self.gpu: str | None = None
-        self.settings_problems: list[str] = []
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))

@@ -182,6 +182,8 @@ def test_vscode_extension_end_to_end(e2e_tools, tmp_path, tiny_checkpoint):
     assert 'identifier "undefined_name" is undefined' in done["diagnostic"]["text"]
     assert done["code lens"]["text"]  # a lens above saxpy: "Profile this kernel" or its last measurement
     assert "DICE: saxpy: " in done["profile"]["text"]
+    assert any("Fill selection with DICE" in t for t in done["code actions"]["titles"])
+    assert done["code action fill"]["text"].startswith("DICE candidate 1")
     if "candidates offered" in done:  # nothing proven faster (no GPU): the user picks one
         titles = done["candidates offered"]["titles"]
         assert len(titles) == 2 and all(f"Apply candidate {i}: " in t for i, t in enumerate(titles, 1))

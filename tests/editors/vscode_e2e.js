@@ -88,10 +88,26 @@ async function main() {
     await page.screenshot({ path: path.join(OUT, "vscode-profile.png") });
 
     {
-      const before = await editorText(page);
+      // The light bulb's "Fill selection with DICE": the job runs in codeAction/resolve and
+      // each candidate's verdict comes back as a diagnostic on the selection.
       await goToLine(page, 12);
       await page.keyboard.press("End");
       await page.keyboard.press("Shift+Home"); // the body of the `if`: y[i] = a * x[i] + y[i];
+      await page.keyboard.press("Control+.");
+      const action = page.locator(".action-widget .monaco-list-row", { hasText: "Fill selection with DICE" });
+      await action.first().waitFor({ timeout: 30000 });
+      step("code actions", { titles: await page.locator(".action-widget .monaco-list-row").allInnerTexts() });
+      await action.first().click();
+      const verdicts = page.locator(".markers-panel .monaco-list-row", { hasText: "DICE candidate 1" });
+      await verdicts.first().waitFor({ timeout: 300000 });
+      step("code action fill", { text: await verdicts.first().innerText() });
+    }
+
+    {
+      const before = await editorText(page);
+      await goToLine(page, 12);
+      await page.keyboard.press("End");
+      await page.keyboard.press("Shift+Home");
       await runCommand(page, "DICE: Fill Selection");
       // Without a GPU no candidate is applied: the extension offers them in a quick pick.
       // With a GPU the best candidate may be applied at once, and announced.

@@ -209,6 +209,7 @@ async def test_cancel_from_progress_and_by_job_id(editor, workspace: Path):
     result = await asyncio.wait_for(job, 30)
     assert result["cancelled"] is True, result
     assert editor.client.progress_reports[token][-1].kind == "end"
+    assert editor.client.progress_reports[token][-1].message == "cancelled"
 
     job = asyncio.ensure_future(editor.execute("dice.fill", args))
     await editor.wait_for(lambda: len([r for r in editor.client.progress_reports.values() if len(r) > 1]) >= 2, what="second job")
@@ -234,7 +235,23 @@ async def test_cancel_request_of_a_resolve(editor, workspace: Path):
     editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="resolve-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(request, 30)
-    await editor.wait_for(lambda: any(r[-1].kind == "end" for r in editor.client.progress_reports.values() if r), what="progress end")
+    await editor.wait_for(
+        lambda: any(r[-1].kind == "end" and r[-1].message == "cancelled" for r in editor.client.progress_reports.values() if r),
+        what="progress end",
+    )
+
+    # The same for a command: its job stops too, not only the request.
+    editor.client.progress_reports.clear()
+    command = types.ExecuteCommandParams(command="dice.fill", arguments=[{"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}])
+    request = asyncio.ensure_future(editor.client.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND, command, msg_id="fill-1"))
+    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="fill-1"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, 30)
+    await editor.wait_for(
+        lambda: any(r[-1].kind == "end" and r[-1].message == "cancelled" for r in editor.client.progress_reports.values() if r),
+        what="the job to stop",
+    )
 
 
 def engine_workers(server_pid: int) -> list[int]:

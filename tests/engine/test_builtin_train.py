@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.fim_data import PAD_DOC, CorpusSplit, FimSampler, Span, random_span
+from engine.fim_data import PAD_DOC, CorpusSplit, FimSampler, random_span
 from engine.prompts import END_OF_TEXT, fim_prompt
 from engine.train import TrainSettings, block_noise, export, train, training_mask
 
@@ -143,11 +143,11 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
     tokenizer = _tokenizer(tiny_corpus)
     settings = TrainSettings(
         data=str(tiny_corpus / "data"), tokenizer=str(tiny_corpus / "tokenizer"),
-        model=dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                   num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=True,
-                   block_size=4, mask_token_id=tokenizer.mask_token_id, eos_token_id=tokenizer.eos_token_id,
-                   bos_token_id=None, pad_token_id=tokenizer.eos_token_id, prompt_format="fim",
-                   rope_theta=10000.0, max_position_embeddings=1024),
+        model={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                   "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "tie_word_embeddings": True,
+                   "block_size": 4, "mask_token_id": tokenizer.mask_token_id, "eos_token_id": tokenizer.eos_token_id,
+                   "bos_token_id": None, "pad_token_id": tokenizer.eos_token_id, "prompt_format": "fim",
+                   "rope_theta": 10000.0, "max_position_embeddings": 1024},
         seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600,
     )
     out = tmp_path / "run"
@@ -155,7 +155,8 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
     model = train(settings, out, resume=True, device=torch.device("cpu"), max_steps=4)
     state = torch.load(out / "train_state.pt", weights_only=False)
     assert state["step"] == 4 and len(state["optimizer"]["state"]) > 0
-    rows = list(csv.DictReader(open(out / "loss.csv")))
+    with open(out / "loss.csv") as fh:
+        rows = list(csv.DictReader(fh))
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
     assert all(np.isfinite(float(r["loss"])) for r in rows)
 

@@ -37,7 +37,7 @@ class FimTokens:
     fim_suffix: int
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "FimTokens":
+    def from_tokenizer(cls, tokenizer) -> FimTokens:
         from engine.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
         ids = tokenizer.convert_tokens_to_ids([END_OF_TEXT, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX])

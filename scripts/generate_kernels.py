@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass
@@ -203,7 +203,7 @@ def reduction_kernel(rng: random.Random, style: Style) -> str:
     ])
     load = "v * v" if op == "sum_sq" else "v"
     atomic = {"sum": "atomicAdd(out, partial[0]);", "sum_sq": "atomicAdd(out, partial[0]);"}
-    final = atomic.get(op, f"out[blockIdx.x] = partial[0];")
+    final = atomic.get(op, "out[blockIdx.x] = partial[0];")
     outs = "out[1]" if op in atomic else f"out[({n} + {b - 1}) / {b}]"
     inout = "// dice: inout out\n" if op in atomic else ""
     spec = (

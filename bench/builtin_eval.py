@@ -58,27 +58,10 @@ class Fill:
     exact: bool
     seconds: float
     text: str
-    trimmed_compiled: bool   # the same, after trim_suffix_overlap (a proposed post-processing)
-    trimmed_exact: bool
 
 
 def normalized(code: str) -> str:
     return " ".join(code.split())
-
-
-def trim_suffix_overlap(fill: str, suffix: str) -> str:
-    """The fill without a tail that repeats the start of the suffix exactly.
-
-    A small FIM model often writes the right middle and then goes on copying the suffix
-    instead of ending with <|endoftext|>. Cutting, at the earliest line boundary, a tail that
-    the suffix starts with undoes that. Measured here as a separate column (the engine does
-    not do it yet), so the main numbers are what users get today."""
-    for j in range(len(fill)):
-        at_boundary = j == 0 or fill[j - 1] == "\n" or fill[j] == "\n"
-        tail = fill[j:]
-        if at_boundary and tail.strip() and suffix.startswith(tail):
-            return fill[:j]
-    return fill
 
 
 def compiles(source: str) -> bool:
@@ -164,13 +147,9 @@ def fill_all(method: str, engine, cases: list[Case], max_tokens: int) -> list[Fi
             text = engine.infill(case.prefix, case.suffix, n=1, max_tokens=max_tokens, temperature=0.0)[0].text
         seconds = time.perf_counter() - started
         ok = compiles(case.prefix + text + case.suffix)
-        trimmed = trim_suffix_overlap(text, case.suffix)
-        trimmed_ok = ok if trimmed == text else compiles(case.prefix + trimmed + case.suffix)
-        fills.append(Fill(method, k, case.kind, ok, normalized(text) == normalized(case.middle), seconds, text,
-                          trimmed_ok, normalized(trimmed) == normalized(case.middle)))
+        fills.append(Fill(method, k, case.kind, ok, normalized(text) == normalized(case.middle), seconds, text))
         print(f"  {method:>8} case {k:3d} ({case.kind:9s}) compiled={ok!s:5} exact={fills[-1].exact!s:5} "
-              f"trimmed: compiled={trimmed_ok!s:5} exact={fills[-1].trimmed_exact!s:5} {seconds:6.2f} s",
-              flush=True)
+              f"{seconds:6.2f} s", flush=True)
     return fills
 
 
@@ -179,9 +158,7 @@ def summary(fills: list[Fill]) -> dict:
         return sum(values) / len(values) if values else float("nan")
 
     out = {"cases": len(fills), "compiled": share([f.compiled for f in fills]),
-           "exact": share([f.exact for f in fills]),
-           "trimmed_compiled": share([f.trimmed_compiled for f in fills]),
-           "trimmed_exact": share([f.trimmed_exact for f in fills])}
+           "exact": share([f.exact for f in fills])}
     for kind in ("statement", "loop body"):
         mine = [f for f in fills if f.kind == kind]
         out[kind] = {"cases": len(mine), "compiled": share([f.compiled for f in mine]),
@@ -263,12 +240,12 @@ def main() -> None:
         report["fills"] = [asdict(f) for f in fills]
         report["cases"] = [asdict(c) | {"prefix": c.prefix[-300:], "suffix": c.suffix[:300]} for c in cases]
         print("\n| method | cases | compiles | exact match | statement exact | loop body exact "
-              "| compiles, trimmed | exact, trimmed | median s/fill |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+              "| median s/fill |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         for name, s in report["methods"].items():
             print(f"| {name} | {s['cases']} | {s['compiled']:.0%} | {s['exact']:.0%} | "
                   f"{s['statement']['exact']:.0%} | {s['loop body']['exact']:.0%} | "
-                  f"{s['trimmed_compiled']:.0%} | {s['trimmed_exact']:.0%} | {s['seconds_median']:.2f} |")
+                  f"{s['seconds_median']:.2f} |")
     path = out_dir / ("builtin_latency.json" if args.latency_only else "builtin_eval.json")
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path}")

@@ -247,6 +247,22 @@ def _identity(answer: str) -> str:
     return answer
 
 
+def trim_suffix_overlap(fill: str, suffix: str) -> str:
+    """The fill without a tail that repeats the start of the suffix exactly.
+
+    A small FIM model (the built-in one) often writes the right middle and then goes on
+    copying the suffix instead of ending with <|endoftext|>. Cutting, at the earliest line
+    boundary, a tail that the suffix starts with undoes that: on held-out kernels it lifted
+    exact matches from 25% to 75% (docs/model-card.md). The cut text is, by construction,
+    already in the document right after the span, so nothing the model meant is lost."""
+    for j in range(len(fill)):
+        at_boundary = j == 0 or fill[j - 1] == "\n" or fill[j] == "\n"
+        tail = fill[j:]
+        if at_boundary and tail.strip() and suffix.startswith(tail):
+            return fill[:j]
+    return fill
+
+
 def generate_task(prompt: str) -> Task:
     """Plain continuation: the prompt as it is, the answer as it is."""
     return Task(prompt, _identity)
@@ -255,7 +271,7 @@ def generate_task(prompt: str) -> Task:
 def infill_task(prefix: str, suffix: str, reference: str | None, prompt_format: str, chat_template: str | None) -> Task:
     """The text that replaces the span between prefix and suffix."""
     if prompt_format == "fim":
-        return Task(fim_prompt(prefix, suffix), _identity)
+        return Task(fim_prompt(prefix, suffix), lambda answer: trim_suffix_overlap(answer, suffix))
     return Task(
         render_chat(kernel_infill_prompt(prefix, suffix, reference), chat_template),
         lambda answer: span_from_answer(extract_code(answer, CODE_LANGUAGES), prefix, suffix),
@@ -269,7 +285,7 @@ def optimize_task(code: str, language: str, prompt_format: str, chat_template: s
     if language == "cuda" and fim:
         # The FIM model rewrites the body under the fixed signature.
         head, tail = function_signature(code), "}\n"
-        return Task(fim_prompt(head, tail), lambda answer: head + answer + tail)
+        return Task(fim_prompt(head, tail), lambda answer: head + trim_suffix_overlap(answer, tail) + tail)
     if language == "cuda":
         return Task(
             render_chat(kernel_optimize_prompt(code), chat_template),

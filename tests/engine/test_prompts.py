@@ -67,3 +67,17 @@ def test_tasks_map_answers_to_candidate_text():
     assert kb.to_text("```python\nclass ModelNew: pass\n```") == "class ModelNew: pass\n"
     infill = prompts.infill_task("float scale_factor = ", ";\nreturn scale_factor;\n", None, "chat", None)
     assert infill.to_text("```c\nfloat scale_factor = 42.0f;\nreturn scale_factor;\n```") == "42.0f"
+
+
+def test_fim_answer_that_runs_on_into_the_suffix_is_cut_where_the_suffix_starts():
+    from engine.prompts import infill_task, trim_suffix_overlap
+
+    suffix = "\n    }\n}\n"
+    # The small model writes the right statement, then copies the closing braces.
+    assert trim_suffix_overlap("y[i] = a * x[i] + y[i];\n    }\n}", suffix) == "y[i] = a * x[i] + y[i];"
+    # Text that is not a copy of the suffix's start is the model's own: kept.
+    assert trim_suffix_overlap("y[i] = 0;\n    z = 1;", suffix) == "y[i] = 0;\n    z = 1;"
+    # Only at a line boundary: a statement that ends like the suffix begins is not cut mid-line.
+    assert trim_suffix_overlap("a = b}", "}\n") == "a = b}"
+    task = infill_task("int f() {\n    ", suffix, None, "fim", None)
+    assert task.to_text("return 1;\n    }\n}\n") == "return 1;"

@@ -32,6 +32,10 @@ _GCC_HEADER = re.compile(
     r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?P<column>\d+): (?P<severity>fatal error|error|warning|note): "
     r"(?P<message>.*)$"
 )
+# EDG's message for what only the end of the file reveals (an unclosed brace): no line number.
+_END_OF_SOURCE = re.compile(
+    r"^At end of source: (?P<severity>catastrophic error|fatal error|error|warning|remark): (?P<message>.*)$"
+)
 _PTXAS = re.compile(r"^ptxas (?P<severity>error|warning|fatal)\s*: (?P<message>.*)$")
 _CARET = re.compile(r"^\s*\^\s*$")
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
@@ -143,6 +147,14 @@ def parse_compiler_output(text: str, filename: str, source: str, *, kernel_lines
         edg = _EDG_HEADER.match(raw)
         gcc = None if edg else _GCC_HEADER.match(raw)
         ptxas = None if edg or gcc else _PTXAS.match(raw)
+        end = None if edg or gcc or ptxas else _END_OF_SOURCE.match(raw)
+        if end:
+            # Put it where the compiler was looking: the end of the document.
+            last = max(len(source_lines), 1)
+            column = len(source_lines[-1]) + 1 if source_lines else 1
+            message = f"at end of file: {end.group('message').strip()}"
+            diagnostics.append(Diagnostic(last, column, _severity(end.group("severity")), message))
+            continue
         if ptxas:
             message = ptxas.group("message")
             line = next((ln for name, ln in (kernel_lines or {}).items() if name in message), 1)

@@ -107,3 +107,15 @@ def test_a_bad_spec_is_an_error_diagnostic_on_its_line():
     (diag,) = spec_errors_as_diagnostics(src)
     assert (diag.line, diag.column, diag.severity) == (1, 22, "error")
     assert diag.message.startswith("dice spec: expected")
+
+
+@needs_nvcc
+def test_unclosed_brace_is_reported_at_the_end_of_the_document_not_as_a_bare_failure():
+    # A candidate cut off by its token budget often leaves a brace open: nvcc says so
+    # "At end of source", with no line number.
+    source = "__global__ void k(float* y)\n{\n    y[0] = 1.0f;\n"
+    diags = profiler.check(source, "/tmp/open.cu")
+    errors = [d for d in diags if d.severity == "error"]
+    assert [(e.line, e.column) for e in errors] == [(3, 17)]
+    assert errors[0].message == 'at end of file: expected a "}"'
+    assert not any("nvcc failed" in d.message for d in diags)

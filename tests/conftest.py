@@ -7,6 +7,8 @@ are skipped with the reason, never faked.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,3 +75,38 @@ def sdar_tokenizer_dir() -> Path:
     if not SDAR_TOKENIZER.is_dir():
         pytest.skip(f"SDAR tokenizer files not found at {SDAR_TOKENIZER}")
     return SDAR_TOKENIZER
+
+
+def engine_test_helpers():
+    """tests/engine/conftest.py's tiny-model helpers, loaded by path (conftest modules are
+    not importable under --import-mode=importlib), so every suite builds the same model."""
+    spec = importlib.util.spec_from_file_location("engine_test_helpers", REPO / "tests" / "engine" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_tiny_checkpoint(folder: Path, tokenizer_dir: Path, **config_extra) -> Path:
+    from engine.loading import load_tokenizer, save_checkpoint
+
+    helpers = engine_test_helpers()
+    config = helpers.tiny_sdar_config()
+    save_checkpoint(helpers.random_model(config), load_tokenizer(tokenizer_dir, config), folder)
+    if config_extra:
+        config_file = folder / "config.json"
+        config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **config_extra}))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
+    """A tiny SDAR checkpoint folder (real tokenizer, random weights) written by
+    save_checkpoint: fills are garbage, but every step runs for real, fast, on a CPU."""
+    return _write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-sdar"), sdar_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_fim_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
+    """The same, prompted like the built-in model (fill-in-the-middle): a short prompt, so a
+    CPU decodes a whole job in seconds."""
+    return _write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-sdar-fim"), sdar_tokenizer_dir, prompt_format="fim")

@@ -94,28 +94,6 @@ class Nvim:
         return "lsp.log:\n" + log.read_text()[-6000:] if log.is_file() else "(no lsp.log)"
 
 
-def _engine_test_helpers():
-    """tests/engine/conftest.py's tiny-model helpers (loaded by path: conftest modules are
-    not importable under --import-mode=importlib), so both suites build the same model."""
-    spec = importlib.util.spec_from_file_location("engine_test_helpers", REPO / "tests" / "engine" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
-    """A tiny SDAR checkpoint (real tokenizer, random weights): fills are garbage, but every
-    step of a fill runs for real, fast, on a CPU."""
-    from engine.loading import load_tokenizer, save_checkpoint
-
-    helpers = _engine_test_helpers()
-    config = helpers.tiny_sdar_config()
-    folder = tmp_path_factory.mktemp("tiny-sdar")
-    save_checkpoint(helpers.random_model(config), load_tokenizer(sdar_tokenizer_dir, config), folder)
-    return folder
-
-
 @pytest.fixture(scope="session")
 def nvim_binary() -> Path:
     binary = find_nvim()

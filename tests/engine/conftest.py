@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 import torch
 
 # The tiny models here do microsecond-sized matmuls; with several threads on a busy 2-core CI
@@ -50,15 +49,3 @@ def random_model(config, seed: int = 0, std: float = 0.5):
         for p in model.parameters():
             p.normal_(0.0, std)
     return model.eval()
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
-    """A tiny SDAR checkpoint folder (real tokenizer, random weights) written by save_checkpoint."""
-    from engine.loading import load_tokenizer, save_checkpoint
-
-    config = tiny_sdar_config()
-    folder = tmp_path_factory.mktemp("tiny-sdar")
-    tokenizer = load_tokenizer(sdar_tokenizer_dir, config)
-    save_checkpoint(random_model(config), tokenizer, folder)
-    return folder

@@ -6,8 +6,6 @@ editor does."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -264,29 +262,10 @@ def dice_settings() -> dict | None:
     return None
 
 
-def _engine_test_helpers():
-    """tests/engine/conftest.py's tiny-model helpers (loaded by path: conftest modules are
-    not importable under --import-mode=importlib), so every suite builds the same model."""
-    spec = importlib.util.spec_from_file_location("engine_test_helpers", REPO / "tests" / "engine" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
-    """A tiny SDAR checkpoint (real tokenizer, random weights): its candidates are garbage
-    that does not compile, but every step of a job runs for real, fast, on a CPU."""
-    from engine.loading import load_tokenizer, save_checkpoint
-
-    helpers = _engine_test_helpers()
-    config = helpers.tiny_sdar_config()
-    folder = tmp_path_factory.mktemp("tiny-sdar")
-    save_checkpoint(helpers.random_model(config), load_tokenizer(sdar_tokenizer_dir, config), folder)
-    # Prompted like the built-in model (fill-in-the-middle): a short prompt, so a CPU decodes fast.
-    config_file = folder / "config.json"
-    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "prompt_format": "fim"}))
-    return folder
+def tiny_checkpoint(tiny_fim_checkpoint: Path) -> Path:
+    """The server's jobs run on the fill-in-the-middle tiny model (short prompts)."""
+    return tiny_fim_checkpoint
 
 
 @pytest_lsp.fixture(config=server_config(), params=CLIENTS, scope="module")

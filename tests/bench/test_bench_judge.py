@@ -27,7 +27,10 @@ def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("dice_lsp.bench_judge.PROBLEM_OVERHEAD_S", 0.0)
     monkeypatch.setattr("dice_lsp.bench_judge.BUILD_LIMIT_S", 0.0)
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
-    job = JudgeJob(source, [source], "19_ReLU.py", time_limit=0.05)
+    # A candidate that never finishes loading: the deadline is missed however fast the
+    # machine is (without a GPU an honest candidate can be judged inside 0.15 s).
+    hanging = source + "\nimport time\ntime.sleep(600)\n"
+    job = JudgeJob(source, [hanging], "19_ReLU.py", time_limit=0.05)
     assert job.deadline == pytest.approx(0.15)
     with pytest.raises(JudgeError, match="longer than"):
         run_worker(job, None)

@@ -183,7 +183,8 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     stacked = q.reshape(b, kv_heads, group * t, d)
     out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask.repeat(1, 1, group, 1))
-    return out.view(b, heads, t, d)
+    # reshape, not view: on CUDA some SDPA backends return a non-contiguous layout here.
+    return out.reshape(b, heads, t, d)
 
 
 class Attention(nn.Module):

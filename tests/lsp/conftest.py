@@ -25,6 +25,22 @@ CLIENTS = ["neovim", "visual-studio-code"]
 # Few, short candidates: the tiny model is garbage anyway; the pipeline is what is tested.
 MODEL_TEST_SETTINGS = {"candidates": 2, "maxTokens": 8, "temperature": 1.0, "timeLimit": 60}
 
+# A small kernel with a full benchmark spec, shared by the server tests.
+SAXPY = """\
+// dice: let n = 1 << 20
+// dice: let a = 2.5
+// dice: buffer x[n], y[n]
+// dice: inout y
+// dice: launch grid=(n + 255) / 256, block=256
+__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = a * x[i] + y[i];
+    }
+}
+"""
+
 
 def child_environment() -> dict[str, str]:
     """The environment for the processes the tests start: this checkout first on the path

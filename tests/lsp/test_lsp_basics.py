@@ -8,20 +8,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-SAXPY = """\
-// dice: let n = 1 << 20
-// dice: let a = 2.5
-// dice: buffer x[n], y[n]
-// dice: inout y
-// dice: launch grid=(n + 255) / 256, block=256
-__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        y[i] = a * x[i] + y[i];
-    }
-}
-"""
+from .conftest import SAXPY
 
 NO_SPEC = """\
 __global__ void scale(float* out, const float* in, float s, int n)

@@ -70,6 +70,25 @@ def progress_messages(editor) -> list[str]:
     ]
 
 
+async def wait_for_generation(editor) -> None:
+    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+
+
+def fill_args(uri: str) -> dict:
+    """dice.fill's arguments for the saxpy statement (STATEMENT, as JSON)."""
+    return {"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}
+
+
+async def open_for_a_long_job(editor, workspace: Path, client: str) -> str:
+    """saxpy.cu opened, with a one-candidate budget long enough (2000 tokens) that a test can
+    act on the job while it generates."""
+    run_once_as(editor, client)
+    await editor.configure(maxTokens=2000, candidates=1)
+    path = workspace / "saxpy.cu"
+    path.write_text(SAXPY)
+    return editor.open(path)
+
+
 def action(actions: list[types.CodeAction], title: str) -> types.CodeAction:
     found = [a for a in actions if a.title == title]
     assert found, f"no action {title!r} in {[a.title for a in actions]}"
@@ -172,8 +191,8 @@ async def test_document_edited_mid_job_is_not_overwritten(editor, workspace: Pat
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)
     uri = editor.open(path)
-    job = asyncio.ensure_future(editor.execute("dice.fill", {"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}))
-    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    job = asyncio.ensure_future(editor.execute("dice.fill", fill_args(uri)))
+    await wait_for_generation(editor)
     editor.change(uri, types.Range(types.Position(0, 0), types.Position(0, 0)), "// edited while DICE works\n")
     result = await job
     assert result.get("stale") is True, result
@@ -182,15 +201,11 @@ async def test_document_edited_mid_job_is_not_overwritten(editor, workspace: Pat
 
 
 async def test_cancel_from_progress_and_by_job_id(editor, workspace: Path):
-    run_once_as(editor, "neovim")
-    await editor.configure(maxTokens=2000, candidates=1)
-    path = workspace / "saxpy.cu"
-    path.write_text(SAXPY)
-    uri = editor.open(path)
-    args = {"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}
+    uri = await open_for_a_long_job(editor, workspace, "neovim")
+    args = fill_args(uri)
 
     job = asyncio.ensure_future(editor.execute("dice.fill", args))
-    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    await wait_for_generation(editor)
     (token,) = [t for t, r in editor.client.progress_reports.items() if r]
     editor.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(job, 30)
@@ -209,16 +224,12 @@ async def test_cancel_from_progress_and_by_job_id(editor, workspace: Path):
 
 
 async def test_cancel_request_of_a_resolve(editor, workspace: Path):
-    run_once_as(editor, "visual-studio-code")
-    await editor.configure(maxTokens=2000, candidates=1)
-    path = workspace / "saxpy.cu"
-    path.write_text(SAXPY)
-    uri = editor.open(path)
+    uri = await open_for_a_long_job(editor, workspace, "visual-studio-code")
     fill = action(await editor.code_actions(uri, STATEMENT), "Fill selection with DICE")
     request = asyncio.ensure_future(
         editor.client.protocol.send_request_async(types.CODE_ACTION_RESOLVE, fill, msg_id="resolve-1")
     )
-    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    await wait_for_generation(editor)
     editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="resolve-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(request, 30)
@@ -229,9 +240,9 @@ async def test_cancel_request_of_a_resolve(editor, workspace: Path):
 
     # The same for a command: its job stops too, not only the request.
     editor.client.progress_reports.clear()
-    command = types.ExecuteCommandParams(command="dice.fill", arguments=[{"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}])
+    command = types.ExecuteCommandParams(command="dice.fill", arguments=[fill_args(uri)])
     request = asyncio.ensure_future(editor.client.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND, command, msg_id="fill-1"))
-    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    await wait_for_generation(editor)
     editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="fill-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(request, 30)
@@ -259,14 +270,10 @@ def engine_workers(server_pid: int) -> list[int]:
 
 
 async def test_worker_crash_is_reported_and_the_engine_restarts(editor, workspace: Path):
-    run_once_as(editor, "neovim")
-    await editor.configure(maxTokens=2000, candidates=1)
-    path = workspace / "saxpy.cu"
-    path.write_text(SAXPY)
-    uri = editor.open(path)
-    args = {"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}
+    uri = await open_for_a_long_job(editor, workspace, "neovim")
+    args = fill_args(uri)
     job = asyncio.ensure_future(editor.execute("dice.fill", args))
-    await editor.wait_for(lambda: any(m.startswith("generating: block") for m in progress_messages(editor)), what="generation")
+    await wait_for_generation(editor)
     (worker,) = engine_workers(editor.client._server.pid)
     os.kill(worker, signal.SIGKILL)
     result = await asyncio.wait_for(job, 60)

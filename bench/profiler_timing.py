@@ -5,6 +5,10 @@
    alternating the two. Target: medians within 5%.
 2. Overhead: wall time of profiler.judge for one small .cu candidate (compile + verify + time,
    each candidate in a fresh sandbox process), cold cache and warm, and for 8 candidates.
+3. The same for KernelBench ModelNew candidates (a load_inline build each): one candidate,
+   and 8 candidates whose builds run side by side before they are judged one by one. The
+   baseline is judging them one after the other, build included: 8 times the one-candidate
+   cost measured in the same run (candidates are independent, so that cost is linear).
 
 Writes $OUT/profiler_timing.json and $OUT/profiler_timing.md (a table for docs/benchmarks.md);
 OUT defaults to ./.device-out. Run from the repository root:
@@ -139,6 +143,98 @@ def overhead() -> dict:
     return results
 
 
+KB_PROBLEM = """\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+KB_NEW = '''
+from torch.utils.cpp_extension import load_inline
+
+relu_source = r"""
+#include <torch/extension.h>
+
+__global__ void relu_kernel(const float* x, float* y, long long n)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);  // VARIANT
+}
+
+torch::Tensor relu(torch::Tensor x)
+{
+    auto y = torch::empty_like(x);
+    long long n = x.numel();
+    relu_kernel<<<(unsigned)((n + 255) / 256), 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+relu_ext = load_inline(name="NAME", cpp_sources="torch::Tensor relu(torch::Tensor x);",
+                       cuda_sources=relu_source, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return relu_ext.relu(x.contiguous())
+'''
+
+
+def kernelbench_candidate(variant: int, tag: str) -> str:
+    # A new extension name and text per candidate: every one is really built.
+    return KB_PROBLEM + KB_NEW.replace("NAME", f"dice_relu_{tag}_{variant}").replace("VARIANT", f"variant {variant}")
+
+
+def kernelbench_overhead() -> dict:
+    from profiler.judge import build_jobs
+
+    results = {}
+    tag = f"{os.getpid()}_{int(time.time())}"
+    with tempfile.TemporaryDirectory() as cold_cache:
+        os.environ["XDG_CACHE_HOME"] = cold_cache
+        os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+        for label, count in (("KernelBench, 1 candidate", 1), ("KernelBench, 8 candidates, built ahead", 8)):
+            candidates = [kernelbench_candidate(v, f"{tag}_{count}") for v in range(count)]
+            started = time.perf_counter()
+            verdicts = profiler.judge(KB_PROBLEM, candidates, "relu.py", time_limit=120.0)
+            seconds = time.perf_counter() - started
+            builds = [b for v in verdicts for b in v.extra.get("builds", [])]
+            results[label] = {"seconds": seconds, "per_candidate_s": seconds / count,
+                              "build_jobs": build_jobs(count), "statuses": [v.status for v in verdicts],
+                              "judging_builds": builds, "messages": [v.message for v in verdicts]}
+            log(f"  {label:<40} {seconds:7.2f} s total, {seconds / count:6.2f} s per candidate, "
+                f"{build_jobs(count)} build(s) at a time; statuses {sorted(set(v.status for v in verdicts))}; "
+                f"builds seen by the judging runs: {sum(not b['cached'] for b in builds)} fresh, "
+                f"{sum(b['cached'] for b in builds)} from the cache")
+            for v in verdicts:
+                if v.status not in ("faster", "not_faster"):
+                    log(f"    unexpected verdict: {v.status}: {v.message}")
+    one = results["KernelBench, 1 candidate"]["seconds"]
+    eight = results["KernelBench, 8 candidates, built ahead"]["seconds"]
+    results["one_at_a_time_estimate_s"] = 8 * one
+    log(f"  8 candidates one at a time would take 8 x {one:.1f} s = {8 * one:.1f} s: built ahead is "
+        f"{8 * one / eight:.2f}x faster")
+    return results
+
+
 def markdown(gpu: str | None, rows: list[dict], costs: dict) -> str:
     lines = [f"### Profiler timing on {gpu}", "",
              "Median kernel time, the profiler's timer vs `triton.testing.do_bench` (median of 3 "
@@ -150,6 +246,16 @@ def markdown(gpu: str | None, rows: list[dict], costs: dict) -> str:
               "", "| run | total (s) | per candidate (s) | of which timing loops (s) |", "| --- | --- | --- | --- |"]
     lines += [f"| {label} | {c['seconds']:.2f} | {c['per_candidate_s']:.2f} | {c['timing_loop_s']:.2f} |"
               for label, c in costs.items()]
+    return "\n".join(lines) + "\n"
+
+
+def kernelbench_markdown(costs: dict) -> str:
+    lines = ["", "Overhead of `profiler.judge` on KernelBench ModelNew candidates (a `load_inline` build each):",
+             "", "| run | total (s) | per candidate (s) | builds at a time |", "| --- | --- | --- | --- |"]
+    lines += [f"| {label} | {c['seconds']:.1f} | {c['per_candidate_s']:.1f} | {c['build_jobs']} |"
+              for label, c in costs.items() if isinstance(c, dict)]
+    lines += [f"| 8 candidates one at a time (8 x the first row) | {costs['one_at_a_time_estimate_s']:.1f} | "
+              f"{costs['one_at_a_time_estimate_s'] / 8:.1f} | 1 |"]
     return "\n".join(lines) + "\n"
 
 
@@ -165,9 +271,11 @@ def main() -> int:
     rows = agreement()
     log("overhead of judging (compile + verify + time, sandboxed):")
     costs = overhead()
-    report = {"gpu": gpu, "agreement": rows, "overhead": costs}
+    log("overhead of judging KernelBench candidates (load_inline build + verify + time):")
+    kernelbench = kernelbench_overhead()
+    report = {"gpu": gpu, "agreement": rows, "overhead": costs, "kernelbench_overhead": kernelbench}
     (out / "profiler_timing.json").write_text(json.dumps(report, indent=1))
-    (out / "profiler_timing.md").write_text(markdown(gpu, rows, costs))
+    (out / "profiler_timing.md").write_text(markdown(gpu, rows, costs) + kernelbench_markdown(kernelbench))
     log(f"wrote {out / 'profiler_timing.json'} and {out / 'profiler_timing.md'}")
     agreeing = all(r["within_5_percent"] for r in rows)
     log("AGREEMENT: " + ("all within 5%" if rows and agreeing else "NOT all within 5% (see table)" if rows

@@ -130,6 +130,9 @@ def _engine_progress(report: ReportProgress) -> Callable[[Progress], None]:
 
 def _judge_progress(report: ReportProgress) -> Callable[[int, int], None]:
     def on_progress(index: int, total: int) -> None:
+        if index == 0:  # the profiler builds them all at once first
+            report(f"judging: building {total} candidates", _GENERATING_SHARE)
+            return
         share = _GENERATING_SHARE + (100 - _GENERATING_SHARE) * (index - 1) // max(total, 1)
         report(f"judging: candidate {index} of {total}", share)
 

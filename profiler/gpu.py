@@ -73,3 +73,14 @@ def clocks_mhz() -> dict[str, int] | None:
     if not fields or not all(f.isdigit() for f in fields):
         return None
     return dict(zip(("sm", "memory", "sm_max", "memory_max"), map(int, fields)))
+
+
+@functools.cache
+def compute_capability() -> str | None:
+    """The GPU's compute capability as "major.minor" ("9.0" for an H100/H200), or None."""
+    nvml, handle = _nvml_handle()
+    if handle is not None:
+        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return f"{major}.{minor}"
+    fields = _nvidia_smi("compute_cap")
+    return fields[0] if fields and fields[0].replace(".", "").isdigit() else None

@@ -9,12 +9,13 @@ from __future__ import annotations
 import ast
 import os
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
-from profiler.gpu import gpu_name
+from profiler.gpu import compute_capability, gpu_name
 from profiler.python_check import is_kernelbench, python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
@@ -24,7 +25,12 @@ INPUT_SETS = 3  # checked before timing; one more is checked after it
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
                 "(the \"Add benchmark spec\" code action writes a template)")
 
+# Progress: on_progress(index, total) before candidate `index` (1-based) is judged, and
+# on_progress(0, total) when all of them are first built at once (KernelBench).
 ProgressFn = Callable[[int, int], None]
+# Environment variable: how many KernelBench candidates are built at once (default: one per
+# two CPUs, since a load_inline build compiles two files).
+BUILD_JOBS_ENV = "DICE_BUILD_JOBS"
 
 
 def _seeds() -> list[int]:
@@ -178,6 +184,19 @@ def defines_model_new(source: str) -> bool:
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
 
 
+def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float) -> dict:
+    filename = os.path.basename(path) or "model.py"
+    return {
+        "kind": "kernelbench",
+        "baseline": {"source": baseline, "filename": filename},
+        "candidate": None if candidate is None else {"source": candidate, "filename": filename},
+        "seeds": _seeds(),
+        "time_budget_s": _time_budget(time_limit),
+        # load_inline builds for this architecture also where the GPU is hidden (build ahead).
+        "cuda_arch": compute_capability(),
+    }
+
+
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
                          should_cancel, *, with_compile: bool) -> Verdict:
     source = baseline if candidate is None else candidate
@@ -186,13 +205,7 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
         return Verdict.failed("compile_error", f"does not parse: line {diagnostics[0].line}: "
                                                f"{diagnostics[0].message}", diagnostics=diagnostics)
     filename = os.path.basename(path) or "model.py"
-    request = {
-        "kind": "kernelbench",
-        "baseline": {"source": baseline, "filename": filename},
-        "candidate": None if candidate is None else {"source": candidate, "filename": filename},
-        "seeds": _seeds(),
-        "time_budget_s": _time_budget(time_limit),
-    }
+    request = _kernelbench_request(baseline, candidate, path, time_limit)
     verdict = _from_sandbox(run_sandboxed(request, time_limit, should_cancel=should_cancel))
     if with_compile and verdict.time_ms is not None:
         _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
@@ -216,8 +229,48 @@ def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limi
     verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
 
 
+def build_jobs(count: int) -> int:
+    """How many of `count` candidates to build at once: DICE_BUILD_JOBS, else one per two
+    CPUs this process may use."""
+    configured = os.environ.get(BUILD_JOBS_ENV, "").strip()
+    if configured.isdigit():
+        jobs = int(configured)
+    else:
+        jobs = len(os.sched_getaffinity(0)) // 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2) // 2
+    return max(1, min(count, jobs))
+
+
+def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_limit: float,
+                 on_progress: ProgressFn | None, should_cancel) -> None:
+    """Build the load_inline extensions of several candidates at once, before any is timed.
+
+    A build takes tens of seconds of CPU (torch's headers), a judgement a few seconds of GPU:
+    judged one after the other, 8 candidates would wait minutes for builds that the CPUs can
+    do side by side. Each build runs in a sandbox of its own like any candidate code, with no
+    GPU visible (so nothing it does disturbs a timing), for the architecture of the GPU
+    judging will use; the extension cache (TORCH_EXTENSIONS_DIR) then gives the judging runs
+    the same builds. What happens here decides nothing: a candidate that fails to build
+    fails again, with its diagnostics, when it is judged."""
+    todo = [c for c in dict.fromkeys(candidates) if c is not None and not python_check(c, path)]
+    jobs = build_jobs(len(todo))
+    if jobs < 2 or gpu_name() is None or compute_capability() is None:
+        return  # one at a time is what judging does anyway; without a GPU it only builds
+    if on_progress is not None:
+        on_progress(0, len(candidates))
+    hidden = {"CUDA_VISIBLE_DEVICES": ""}
+
+    def build(candidate: str) -> None:
+        run_sandboxed(_kernelbench_request(baseline, candidate, path, time_limit), time_limit,
+                      should_cancel=should_cancel, env=hidden)
+
+    with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as pool:
+        for _ in pool.map(build, todo):  # re-raises Cancelled; the others see should_cancel too
+            pass
+
+
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
+    _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel)
     # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
     return _each(candidates, on_progress, should_cancel,
                  lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,

@@ -61,8 +61,8 @@ class SandboxOutcome:
         return how + (f": {last[0][:300]}" if last else "")
 
 
-def _environment(folder: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _environment(folder: Path, overrides: dict[str, str] | None) -> dict[str, str]:
+    env = {**os.environ, **(overrides or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
     # Compiled kernels are cached by content hash and architecture, across candidates.
     env.setdefault("CUPY_CACHE_DIR", str(cache_dir("cupy")))
@@ -87,9 +87,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_sandboxed(request: dict, time_limit: float, *,
-                  should_cancel: Callable[[], bool] | None = None) -> SandboxOutcome:
+                  should_cancel: Callable[[], bool] | None = None,
+                  env: dict[str, str] | None = None) -> SandboxOutcome:
     """Run `request` through profiler.runner in a new process; raises Cancelled when
-    should_cancel() turns true (the process is killed first)."""
+    should_cancel() turns true (the process is killed first). `env` is added to this
+    process's environment for the child."""
     folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
     try:
         # The runner kills itself past this, should this process die without killing it.
@@ -100,7 +102,7 @@ def run_sandboxed(request: dict, time_limit: float, *,
             proc = subprocess.Popen(
                 [sys.executable, "-m", "profiler.runner", str(folder)],
                 cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                env=_environment(folder), start_new_session=True,
+                env=_environment(folder, env), start_new_session=True,
             )
             timed_out = False
             build_s, last = 0.0, started

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import profiler
+from profiler.judge import build_jobs
 
 _spec = importlib.util.spec_from_file_location("kernelbench_cases",
                                                Path(__file__).with_name("kernelbench_cases.py"))
@@ -34,8 +35,10 @@ def unique(name: str) -> str:
     return f"{name}_{uuid.uuid4().hex[:8]}"
 
 
-def judge(problem: str, candidates: list[str], time_limit: float = 300.0) -> list[profiler.Verdict]:
-    verdicts = profiler.judge(problem, candidates, "problem.py", time_limit=time_limit)
+def judge(problem: str, candidates: list[str], time_limit: float = 300.0,
+          progress: list[int] | None = None) -> list[profiler.Verdict]:
+    on_progress = None if progress is None else (lambda index, total: progress.append(index))
+    verdicts = profiler.judge(problem, candidates, "problem.py", time_limit=time_limit, on_progress=on_progress)
     for v in verdicts:
         print(v.status, v.message)
     return verdicts
@@ -43,16 +46,22 @@ def judge(problem: str, candidates: list[str], time_limit: float = 300.0) -> lis
 
 def test_diag_matmul_right_and_wrong(kernelbench_dir):
     problem = (kernelbench_dir / "level1" / "12_Matmul_with_diagonal_matrices_.py").read_text()
+    progress: list[int] = []
     right, wrong = judge(problem, [
         cases.diag_mul_candidate(problem, cases.DIAG_RIGHT_ROW, unique("diag_right")),
         cases.diag_mul_candidate(problem, cases.DIAG_WRONG_ROW, unique("diag_wrong")),
-    ])
+    ], progress=progress)
     assert right.correct is True and right.status in ("faster", "not_faster")
     assert right.time_ms > 0 and right.baseline_ms > 0 and right.speedup_ci is not None
     assert right.inputs_checked >= 4
     assert "eager PyTorch Model" in right.message
     assert right.extra["signed_inputs"] is True  # torch.rand inputs were also tried in [-1, 1)
     assert wrong.status == "wrong" and wrong.correct is False
+    if build_jobs(2) == 2:
+        # Both were built side by side first (with the GPU hidden); judging found the builds.
+        assert progress == [0, 1, 2]
+        builds = [b for v in (right, wrong) for b in v.extra["builds"]]
+        assert len(builds) == 2 and all(b["cached"] for b in builds), builds
 
 
 def test_gemm_with_weights_copied_right_and_wrong(kernelbench_dir):

@@ -29,6 +29,13 @@ def main(argv: list[str]) -> int:
         print("usage: python -m dice_lsp.bench_worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    from dice_lsp.bench_judge import JudgeJob
+    from profiler.runner import die_with_parent
+
+    # This process has a session of its own (so that it can be stopped as a group): should
+    # `dice bench` be killed outright (SIGTERM, SIGKILL, a closed terminal), it dies too,
+    # and its sandboxes with it, instead of judging on, on a GPU someone else now times on.
+    die_with_parent(JudgeJob(**job).deadline)
     import profiler  # after the arguments are read: a usage error should not pay for it
 
     documents, path, limit = job["documents"], job["path"], job["time_limit"]

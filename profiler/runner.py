@@ -74,7 +74,7 @@ def run(request: dict) -> Verdict:
     raise ValueError(f"unknown request kind {kind!r}")
 
 
-def _die_with_parent(deadline_s: float) -> None:
+def die_with_parent(deadline_s: float) -> None:
     """Never outlive the judge: die when the parent dies (Linux PR_SET_PDEATHSIG), and kill
     the whole process group (children included) at a hard deadline, in case the parent is
     alive but stuck or gone in a way the kernel does not report."""
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     Phase.set("start-up")
     request = json.loads((folder / "request.json").read_text())
-    _die_with_parent(float(request.get("hard_deadline_s", 3600)))
+    die_with_parent(float(request.get("hard_deadline_s", 3600)))
     try:
         verdict = run(request)
     except BaseException as exc:  # a verdict, whatever went wrong: the parent must hear of it

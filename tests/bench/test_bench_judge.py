@@ -70,3 +70,41 @@ def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tm
         time.sleep(0.1)
     else:
         pytest.fail(f"sandbox process {sandbox_pid} outlived its stopped worker")
+
+
+def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_dir: Path, tmp_path: Path) -> None:
+    """SIGKILL (or a closed terminal) gives `dice bench` no chance to stop its workers, which
+    live in sessions of their own: they must die with it rather than judge on."""
+    import signal
+    import subprocess
+    import sys
+
+    problems, solutions = tmp_path / "problems" / "level1", tmp_path / "solutions" / "level1"
+    problems.mkdir(parents=True)
+    solutions.mkdir(parents=True)
+    source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
+    (problems / "19_ReLU.py").write_text(source)
+    pid_file = tmp_path / "sandbox.pid"
+    (solutions / "19_ReLU.hang.py").write_text(
+        source + f"\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    bench = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "bench", str(tmp_path / "problems"),
+                              "--solutions", str(tmp_path / "solutions"), "--out", str(tmp_path / "out")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pid_file.exists(), "the sandbox never ran the candidate"
+        sandbox_pid = int(pid_file.read_text())
+    finally:
+        bench.send_signal(signal.SIGKILL)
+        bench.wait()
+    for _ in range(100):
+        try:
+            os.kill(sandbox_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(sandbox_pid, signal.SIGKILL)
+        pytest.fail(f"sandbox process {sandbox_pid} outlived the killed dice bench")

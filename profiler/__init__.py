@@ -13,6 +13,7 @@ from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, Param, find_kernels
 from profiler.gpu import gpu_name
 from profiler.judge import judge, profile
+from profiler.kernelbench_check import kernelbench_cuda_check
 from profiler.python_check import is_kernelbench, python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled
@@ -44,6 +45,7 @@ def check(source: str, path: str) -> list[Diagnostic]:
     1-based coordinates. A bad `dice:` spec is not a compiler message: see
     spec_errors_as_diagnostics. Raises CompilerMissing for a CUDA document when nvcc is absent."""
     if is_kernelbench(path):
-        return python_check(source, path)
+        # Python's own errors first; the CUDA strings only of a document that parses.
+        return python_check(source, path) or kernelbench_cuda_check(source, path)
     include_dirs = [os.path.dirname(os.path.abspath(path))] if path else []
     return nvcc_check(source, path or "kernel.cu", include_dirs=include_dirs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from profiler.paths import cache_dir
 from profiler.results import Diagnostic
 
 NVCC_TIME_LIMIT_S = 120.0
@@ -190,20 +192,63 @@ def parse_compiler_output(text: str, filename: str, source: str, *, kernel_lines
 
 
 def nvcc_check(source: str, filename: str, *, include_dirs: list[str] | None = None,
-               arch: str | None = None) -> list[Diagnostic]:
+               arch: str | None = None, flags: tuple[str, ...] = (), keep: bool = False) -> list[Diagnostic]:
     """Compile `source` to a cubin with nvcc (device code only; no GPU needed) and return
-    its diagnostics. Raises CompilerMissing when there is no nvcc."""
+    its diagnostics. Raises CompilerMissing when there is no nvcc.
+
+    Answers are remembered by everything that decides them: the text, the flags, nvcc, and
+    the files its `#include "..."` lines name in include_dirs (their modification times).
+    With keep=True they are also kept on disk, for checks whose include folders are
+    installed headers (torch's), so another process or session asks nvcc only once."""
     return list(_nvcc_check_cached(source, os.path.basename(filename) or "kernel.cu",
-                                   tuple(include_dirs or ()), arch or check_arch()))
+                                   tuple(include_dirs or ()), arch or check_arch(), tuple(flags), keep,
+                                   _local_headers_stamp(source, include_dirs or ())))
+
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def _stamp(path: str) -> str:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return f"{path}:missing"
+    return f"{path}:{status.st_mtime_ns}:{status.st_size}"
+
+
+def _local_headers_stamp(source: str, include_dirs) -> str:
+    """The state of the headers the source includes with quotes (one level deep), so that an
+    edited header is not answered from what was remembered for the old one."""
+    names = _LOCAL_INCLUDE.findall(source)
+    return "|".join(_stamp(os.path.join(d, n)) for n in names for d in include_dirs)
 
 
 @functools.lru_cache(maxsize=256)
-def _nvcc_check_cached(source: str, basename: str, include_dirs: tuple[str, ...], arch: str
-                       ) -> tuple[Diagnostic, ...]:
+def _nvcc_check_cached(source: str, basename: str, include_dirs: tuple[str, ...], arch: str,
+                       flags: tuple[str, ...], keep: bool, headers: str) -> tuple[Diagnostic, ...]:
     # The LSP asks again on every save; an unchanged document is answered from here.
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompilerMissing("nvcc not found: looked on PATH, in $CUDA_HOME/bin and /usr/local/cuda/bin")
+    kept = None
+    if keep:
+        key = content_key(source, basename, arch, *flags, _stamp(nvcc), *map(_stamp, include_dirs), headers)
+        kept = cache_dir("nvcc-checks") / f"{key}.json"
+        try:
+            return tuple(Diagnostic.from_json(d) for d in json.loads(kept.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    diagnostics, complete = _run_nvcc(nvcc, source, basename, include_dirs, arch, flags)
+    if kept is not None and complete:
+        partial = kept.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps([d.to_json() for d in diagnostics]))
+        partial.replace(kept)
+    return diagnostics
+
+
+def _run_nvcc(nvcc: str, source: str, basename: str, include_dirs: tuple[str, ...], arch: str,
+              flags: tuple[str, ...]) -> tuple[tuple[Diagnostic, ...], bool]:
+    """nvcc's diagnostics, and whether nvcc finished (a timeout is not an answer to keep)."""
     if not basename.endswith(".cu"):
         basename += ".cu"  # a .cuh is checked as a translation unit of its own
     with tempfile.TemporaryDirectory(prefix="dice-check-") as tmp:
@@ -211,17 +256,18 @@ def _nvcc_check_cached(source: str, basename: str, include_dirs: tuple[str, ...]
         src.write_text(source)
         cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(Path(tmp) / "out.cubin")]
         cmd += [f"-I{d}" for d in include_dirs]
+        cmd += list(flags)
         cmd.append(str(src))
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIME_LIMIT_S, cwd=tmp)
         except subprocess.TimeoutExpired:
-            return (Diagnostic(1, 1, "error", f"nvcc took longer than {NVCC_TIME_LIMIT_S:.0f} s"),)
+            return (Diagnostic(1, 1, "error", f"nvcc took longer than {NVCC_TIME_LIMIT_S:.0f} s"),), False
     text = out.stdout + "\n" + out.stderr
     diagnostics = parse_compiler_output(text, basename, source, kernel_lines=_kernel_lines(source))
     if out.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
         tail = " ".join(text.strip().splitlines()[-3:]) or f"exit code {out.returncode}"
         diagnostics.append(Diagnostic(1, 1, "error", f"nvcc failed: {tail}"))
-    return tuple(diagnostics)
+    return tuple(diagnostics), True
 
 
 def _kernel_lines(source: str) -> dict[str, int]:

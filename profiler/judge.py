@@ -16,6 +16,7 @@ from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
 from profiler.gpu import compute_capability, gpu_name
+from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import is_kernelbench, python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
@@ -184,6 +185,20 @@ def defines_model_new(source: str) -> bool:
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
 
 
+def _compile_only(candidate: str, path: str) -> Verdict | None:
+    """Without a GPU, a candidate's load_inline CUDA is compiled (nvcc, not built) as a .cu
+    candidate's is: "compiles; not timed", or its errors. None when there is no CUDA to
+    check or nothing to check it with (the sandbox's verdict stands)."""
+    diagnostics = kernelbench_cuda_diagnostics(candidate, path)
+    if diagnostics is None:
+        return None
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        return Verdict.failed("compile_error", f"does not compile: line {errors[0].line}: {errors[0].message}",
+                              diagnostics=diagnostics)
+    return Verdict.failed("no_gpu", "compiles; not timed: no GPU", diagnostics=diagnostics, compiled=True)
+
+
 def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float) -> dict:
     filename = os.path.basename(path) or "model.py"
     return {
@@ -207,6 +222,10 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     filename = os.path.basename(path) or "model.py"
     request = _kernelbench_request(baseline, candidate, path, time_limit)
     verdict = _from_sandbox(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+    if candidate is not None and verdict.status == "no_gpu":
+        # The problem loaded (else the verdict says why); what the sandbox could not build
+        # without a GPU, nvcc can at least compile.
+        verdict = _compile_only(candidate, path) or verdict
     if with_compile and verdict.time_ms is not None:
         _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
     return verdict

@@ -1,7 +1,7 @@
 """Compile-only check of a KernelBench .py document: Python syntax, as Diagnostics.
 
-The CUDA inside `load_inline` strings is compiled for real only in the sandbox (it needs
-torch's headers and a build); here the editor gets the errors Python itself would raise.
+The CUDA inside its `load_inline` strings is checked by profiler.kernelbench_check (nvcc,
+no build); it runs for real only in the sandbox.
 """
 
 from __future__ import annotations

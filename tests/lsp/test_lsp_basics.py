@@ -190,6 +190,55 @@ async def test_kernelbench_actions_on_model_and_model_new(editor, workspace: Pat
     assert [lens.range.start.line for lens in lenses] == [9]  # over ModelNew, what is timed
 
 
+KERNELBENCH_BROKEN_CUDA = '''\
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+__global__ void twice_kernel(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i] + no_such_value;
+}
+torch::Tensor twice(torch::Tensor x)
+{
+    auto y = torch::empty_like(x);
+    twice_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+
+ext = load_inline(name="twice_ext", cpp_sources="torch::Tensor twice(torch::Tensor x);", cuda_sources=source,
+                  functions=["twice"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.twice(x)
+'''
+
+
+@pytest.mark.asyncio
+@pytest.mark.slow
+async def test_kernelbench_cuda_errors_show_inside_the_string_on_open(editor, workspace: Path):
+    """nvcc checks the load_inline CUDA on open (no GPU, no build): the error is on its line."""
+    from profiler.compile import find_nvcc
+    from profiler.kernelbench_check import torch_include_dirs
+
+    if find_nvcc() is None or torch_include_dirs() is None:
+        pytest.skip("needs nvcc, torch's headers and Python's headers (python3-dev)")
+    path = workspace / "twice.py"
+    path.write_text(KERNELBENCH_BROKEN_CUDA)
+    uri = editor.open(path)
+    await editor.wait_for(lambda: editor.client.diagnostics.get(uri), timeout=240, what="the check on open")
+    text = "    if (i < n) y[i] = 2.0f * x[i] + no_such_value;"
+    line = KERNELBENCH_BROKEN_CUDA.splitlines().index(text)
+    (error,) = editor.client.diagnostics[uri]
+    assert error.severity == types.DiagnosticSeverity.Error and "no_such_value" in error.message
+    assert error.range.start == types.Position(line, text.index("no_such_value"))
+
+
 @pytest.mark.asyncio
 async def test_compile_diagnostics_follow_edits_when_asked(editor, workspace: Path):
     editor.client.set_configuration({"diagnosticsOnChange": True, "debounceMs": 50}, section="dice")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc, parse_compiler_output
+from profiler.compile import find_nvcc, nvcc_check, parse_compiler_output
+from profiler.results import Diagnostic
 from profiler.spec import spec_errors_as_diagnostics
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
@@ -119,3 +123,25 @@ def test_unclosed_brace_is_reported_at_the_end_of_the_document_not_as_a_bare_fai
     assert [(e.line, e.column) for e in errors] == [(3, 17)]
     assert errors[0].message == 'at end of file: expected a "}"'
     assert not any("nvcc failed" in d.message for d in diags)
+
+
+@needs_nvcc
+def test_an_edited_header_is_checked_again(tmp_path):
+    header = tmp_path / "scale.cuh"
+    header.write_text("#define SCALE 2.0f +\n")  # a broken macro
+    source = '#include "scale.cuh"\n__global__ void k(float* y) { y[0] = SCALE; }\n'
+    kernel = tmp_path / "k.cu"
+    assert any(d.severity == "error" for d in profiler.check(source, str(kernel)))
+    header.write_text("#define SCALE 2.0f\n")  # fixed; the .cu itself did not change
+    os.utime(header, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))  # coarse clocks
+    assert profiler.check(source, str(kernel)) == []
+
+
+@needs_nvcc
+def test_kept_answers_are_written_where_the_cache_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source = "__global__ void k(float* y) { y[0] = missing; }\n"
+    first = nvcc_check(source, "k.cu", keep=True)
+    (kept,) = (tmp_path / "dice-lsp" / "nvcc-checks").glob("*.json")
+    assert [Diagnostic.from_json(d) for d in json.loads(kept.read_text())] == first
+    assert first and first[0].line == 1 and "missing" in first[0].message

@@ -14,6 +14,31 @@ from dice_lsp.bench_judge import JudgeError, JudgeJob, run_worker, stop_workers,
 pytestmark = pytest.mark.timeout(300)
 
 
+def hanging_candidate(source: str, pid_file: Path) -> str:
+    """The problem, then code that writes its process id to pid_file and sleeps."""
+    return source + f"\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+
+
+def pid_once_running(pid_file: Path, seconds: float = 120) -> int:
+    deadline = time.monotonic() + seconds
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the sandbox never ran the candidate"
+    return int(pid_file.read_text())
+
+
+def gone(pid: int, seconds: float = 10) -> bool:
+    """Whether process `pid` has ended within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_one_worker_per_visible_gpu_within_the_cpu_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,7")
     assert worker_slots(cpu_budget=8) == ["3", "5", "7"]
@@ -38,11 +63,7 @@ def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyP
 def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sandbox.pid"
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
-    hanging = source + (
-        "\nimport os, time\n"
-        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-        "time.sleep(600)\n"
-    )
+    hanging = hanging_candidate(source, pid_file)
     live: set = set()
     errors: list[BaseException] = []
 
@@ -54,22 +75,11 @@ def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tm
 
     thread = threading.Thread(target=judge)
     thread.start()
-    deadline = time.monotonic() + 120
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert pid_file.exists(), "the sandbox never ran the candidate"
-    sandbox_pid = int(pid_file.read_text())
+    sandbox_pid = pid_once_running(pid_file)
     stop_workers(list(live))
     thread.join(timeout=30)
     assert not thread.is_alive() and errors and isinstance(errors[0], JudgeError)
-    for _ in range(50):
-        try:
-            os.kill(sandbox_pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"sandbox process {sandbox_pid} outlived its stopped worker")
+    assert gone(sandbox_pid, 5), f"sandbox process {sandbox_pid} outlived its stopped worker"
 
 
 def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_dir: Path, tmp_path: Path) -> None:
@@ -85,26 +95,15 @@ def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
     (problems / "19_ReLU.py").write_text(source)
     pid_file = tmp_path / "sandbox.pid"
-    (solutions / "19_ReLU.hang.py").write_text(
-        source + f"\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    (solutions / "19_ReLU.hang.py").write_text(hanging_candidate(source, pid_file))
     bench = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "bench", str(tmp_path / "problems"),
                               "--solutions", str(tmp_path / "solutions"), "--out", str(tmp_path / "out")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert pid_file.exists(), "the sandbox never ran the candidate"
-        sandbox_pid = int(pid_file.read_text())
+        sandbox_pid = pid_once_running(pid_file)
     finally:
         bench.send_signal(signal.SIGKILL)
         bench.wait()
-    for _ in range(100):
-        try:
-            os.kill(sandbox_pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
+    if not gone(sandbox_pid):
         os.kill(sandbox_pid, signal.SIGKILL)
         pytest.fail(f"sandbox process {sandbox_pid} outlived the killed dice bench")

@@ -27,13 +27,12 @@ MODEL_CHOICES = (
 HOW_TO_SET_MODEL = f'Set the "dice.model" setting to {MODEL_CHOICES}.'
 
 
-
 def worker_died(error: Exception) -> bool:
     """Whether an EngineError means the worker process (or the remote engine's connection)
-    is gone, rather than a job it refused (a prompt too long for the context, say).
-    engine.client words these two ends this way and has no exception class for them."""
-    text = str(error)
-    return text.startswith(("engine worker exited", "engine stream broke")) or "closed the connection" in text
+    is gone, rather than a job it refused (a prompt too long for the context, say)."""
+    from engine.types import EngineGone
+
+    return isinstance(error, EngineGone)
 
 
 class ModelUnavailable(Exception):

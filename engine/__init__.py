@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress, Sampling
+from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Sampling
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
-__all__ = ["load", "resolve_builtin", "Cancelled", "Candidate", "EngineError", "EngineInfo", "Progress", "Sampling"]
+__all__ = ["load", "resolve_builtin", "Cancelled", "Candidate", "EngineError", "EngineGone", "EngineInfo", "Progress", "Sampling"]
 
 
 def resolve_builtin() -> Path:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from engine.frames import encode_frame, read_frame_async
-from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress
+from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress
 
 STDERR_LINES = 40
 CANCEL_POLL_S = 0.05
@@ -123,11 +123,11 @@ class AsyncEngine:
         if failure is None:
             failure = await self._exit_report()
         for queue in self._jobs.values():
-            queue.put_nowait({"type": "error", "message": failure, "cancelled": False})
+            queue.put_nowait({"type": "error", "message": failure, "cancelled": False, "gone": True})
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._writer is None or self._writer.is_closing():
-            raise EngineError("the engine is not running")
+            raise EngineGone("the engine is not running")
         self._writer.write(encode_frame(message))
 
     async def _shutdown(self) -> None:
@@ -191,7 +191,7 @@ class AsyncEngine:
                 elif kind == "error":
                     if message.get("cancelled"):
                         raise Cancelled(message["message"])
-                    raise EngineError(message["message"])
+                    raise (EngineGone if message.get("gone") else EngineError)(message["message"])
         except asyncio.CancelledError:
             try:
                 self._send({"op": "cancel", "id": job_id})

@@ -12,6 +12,11 @@ class EngineError(Exception):
     """A user-facing failure: missing model, bad checkpoint, worker died, bad request."""
 
 
+class EngineGone(EngineError):
+    """The worker process died, or the remote engine's connection closed: a new start may
+    help (the job itself may have been fine)."""
+
+
 class Cancelled(EngineError):
     """The caller asked to stop (should_cancel() returned true, or the task was cancelled)."""
 

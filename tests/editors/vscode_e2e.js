@@ -44,6 +44,24 @@ async function goToLine(page, line) {
   await page.keyboard.press("Enter");
 }
 
+// The quick-fix menu (Control+.) with the action titled `title`, after `select()`. The menu
+// can open before VS Code has the server's actions (it then shows none); ask again, as a user
+// would, selecting again first (Escape may also have dropped the selection).
+async function codeAction(page, title, select) {
+  const action = page.locator(".action-widget .monaco-list-row", { hasText: title });
+  for (let attempt = 1; ; attempt++) {
+    await select();
+    await page.keyboard.press("Control+.");
+    try {
+      await action.first().waitFor({ timeout: 15000 });
+      return action;
+    } catch (error) {
+      if (attempt === 3) throw error;
+      await page.keyboard.press("Escape");
+    }
+  }
+}
+
 /** The visible lines of the editor (Monaco renders spaces as no-break spaces). */
 async function editorText(page) {
   const text = await page.locator(".editor-instance .view-lines").first().innerText();
@@ -90,12 +108,11 @@ async function main() {
     {
       // The light bulb's "Fill selection with DICE": the job runs in codeAction/resolve and
       // each candidate's verdict comes back as a diagnostic on the selection.
-      await goToLine(page, 12);
-      await page.keyboard.press("End");
-      await page.keyboard.press("Shift+Home"); // the body of the `if`: y[i] = a * x[i] + y[i];
-      await page.keyboard.press("Control+.");
-      const action = page.locator(".action-widget .monaco-list-row", { hasText: "Fill selection with DICE" });
-      await action.first().waitFor({ timeout: 30000 });
+      const action = await codeAction(page, "Fill selection with DICE", async () => {
+        await goToLine(page, 12);
+        await page.keyboard.press("End");
+        await page.keyboard.press("Shift+Home"); // the body of the `if`: y[i] = a * x[i] + y[i];
+      });
       step("code actions", { titles: await page.locator(".action-widget .monaco-list-row").allInnerTexts() });
       await action.first().click();
       const verdicts = page.locator(".markers-panel .monaco-list-row", { hasText: "DICE candidate 1" });

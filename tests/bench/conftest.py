@@ -28,24 +28,6 @@ def controls_dir(repo_root: Path) -> Path:
     return repo_root / "bench" / "kernelbench_controls"
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, sdar_tokenizer_dir: Path) -> Path:
-    """A tiny random SDAR checkpoint (the real SDAR tokenizer and chat template), written
-    with the engine's own save_checkpoint so that `--model DIR` loads it like a DICE one."""
-    import torch
-    from engine.loading import load_tokenizer, save_checkpoint
-    from engine.model import SDARConfig, SDARForCausalLM
-
-    config = SDARConfig(vocab_size=151936, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=8192,
-                        tie_word_embeddings=True, block_size=4, eos_token_id=151643)
-    torch.manual_seed(0)
-    model = SDARForCausalLM(config).eval()
-    folder = tmp_path_factory.mktemp("tiny-sdar")
-    save_checkpoint(model, load_tokenizer(sdar_tokenizer_dir, config), folder)
-    return folder
-
-
 @pytest.fixture
 def correct_controls(controls_dir: Path, tmp_path: Path) -> Path:
     """Only the correct controls: one candidate per problem, for tests that need no pair."""

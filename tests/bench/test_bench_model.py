@@ -20,15 +20,15 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_model_run_on_two_problems(
-    control_problems: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    control_problems: Path, tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    code = main(["bench", str(control_problems), "--model", str(tiny_model_dir), "--candidates", "2",
+    code = main(["bench", str(control_problems), "--model", str(tiny_checkpoint), "--candidates", "2",
                  "--max-tokens", "8", "--limit", "2", "--out", str(out), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     summary = json.loads(captured.out)
-    assert summary["model"] == str(tiny_model_dir) and summary["candidates"] == 2
+    assert summary["model"] == str(tiny_checkpoint) and summary["candidates"] == 2
     assert summary["gpu"] is None and summary["problems"] == 2
 
     run = load(out)
@@ -50,7 +50,7 @@ def test_model_run_on_two_problems(
 
 
 def test_infill_run_on_a_cuda_record(
-    repo_root: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    repo_root: Path, tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     saxpy = (repo_root / "examples" / "saxpy.cu").read_text()
     body = saxpy.index("{", saxpy.index("__global__")) + 1
@@ -61,7 +61,7 @@ def test_infill_run_on_a_cuda_record(
         "prefix": saxpy[:body], "middle": saxpy[body:end], "suffix": saxpy[end:],
     }]))
     out = tmp_path / "out"
-    code = main(["bench", "--infill", str(records), "--model", str(tiny_model_dir), "--max-tokens", "8",
+    code = main(["bench", "--infill", str(records), "--model", str(tiny_checkpoint), "--max-tokens", "8",
                  "--out", str(out), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err

@@ -223,33 +223,32 @@ async def test_cancel_from_progress_and_by_job_id(editor, workspace: Path):
     assert (await editor.execute("dice.fill", args))["candidates"]
 
 
+async def cancel_once_generating(editor, request: asyncio.Future, msg_id: str, what: str) -> None:
+    """$/cancelRequest for `msg_id` once generation runs: the request fails as cancelled and
+    the job's progress ends with "cancelled"."""
+    await wait_for_generation(editor)
+    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(request, 30)
+    await editor.wait_for(
+        lambda: any(r[-1].kind == "end" and r[-1].message == "cancelled" for r in editor.client.progress_reports.values() if r),
+        what=what,
+    )
+
+
 async def test_cancel_request_of_a_resolve(editor, workspace: Path):
     uri = await open_for_a_long_job(editor, workspace, "visual-studio-code")
     fill = action(await editor.code_actions(uri, STATEMENT), "Fill selection with DICE")
     request = asyncio.ensure_future(
         editor.client.protocol.send_request_async(types.CODE_ACTION_RESOLVE, fill, msg_id="resolve-1")
     )
-    await wait_for_generation(editor)
-    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="resolve-1"))
-    with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(request, 30)
-    await editor.wait_for(
-        lambda: any(r[-1].kind == "end" and r[-1].message == "cancelled" for r in editor.client.progress_reports.values() if r),
-        what="progress end",
-    )
+    await cancel_once_generating(editor, request, "resolve-1", "progress end")
 
     # The same for a command: its job stops too, not only the request.
     editor.client.progress_reports.clear()
     command = types.ExecuteCommandParams(command="dice.fill", arguments=[fill_args(uri)])
     request = asyncio.ensure_future(editor.client.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND, command, msg_id="fill-1"))
-    await wait_for_generation(editor)
-    editor.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="fill-1"))
-    with pytest.raises(Exception, match="cancel"):
-        await asyncio.wait_for(request, 30)
-    await editor.wait_for(
-        lambda: any(r[-1].kind == "end" and r[-1].message == "cancelled" for r in editor.client.progress_reports.values() if r),
-        what="the job to stop",
-    )
+    await cancel_once_generating(editor, request, "fill-1", "the job to stop")
 
 
 def engine_workers(server_pid: int) -> list[int]:

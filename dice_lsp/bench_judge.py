@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from profiler.judge import half_the_cpus
 from profiler.sandbox import BUILD_LIMIT_S
 
 import dice_lsp
@@ -78,7 +79,7 @@ def visible_gpus() -> list[str]:
 
 def worker_slots(cpu_budget: int | None = None) -> list[str | None]:
     """One slot per worker: a GPU id, or None (compile only) when there is no GPU."""
-    budget = cpu_budget or max(1, (os.cpu_count() or 2) // 2)
+    budget = cpu_budget or half_the_cpus()
     gpus = visible_gpus()
     return list(gpus[:budget]) if gpus else [None] * budget
 

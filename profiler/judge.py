@@ -248,14 +248,17 @@ def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limi
     verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
 
 
+def half_the_cpus() -> int:
+    """One per two CPUs this process may use (at least 1): the share for work that builds
+    extensions, which compiles two files at once."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, usable // 2)
+
+
 def build_jobs(count: int) -> int:
-    """How many of `count` candidates to build at once: DICE_BUILD_JOBS, else one per two
-    CPUs this process may use."""
+    """How many of `count` candidates to build at once: DICE_BUILD_JOBS, else half_the_cpus()."""
     configured = os.environ.get(BUILD_JOBS_ENV, "").strip()
-    if configured.isdigit():
-        jobs = int(configured)
-    else:
-        jobs = len(os.sched_getaffinity(0)) // 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2) // 2
+    jobs = int(configured) if configured.isdigit() else half_the_cpus()
     return max(1, min(count, jobs))
 
 

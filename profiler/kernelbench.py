@@ -27,6 +27,7 @@ from typing import Any
 
 from profiler import gpu
 from profiler.compile import parse_compiler_output
+from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic, Verdict
 from profiler.runner import Phase
 from profiler.stats import CI_METHOD
@@ -131,9 +132,7 @@ def map_build_log(log: str, document: str) -> list[Diagnostic]:
         for d in parse_compiler_output(log, path, text):
             if d.message.startswith("/") or not (first_line <= d.line < first_line + constant.value.count("\n") + 1):
                 continue  # a header's message, or torch's own lines around the user's string
-            line = constant.lineno + d.line - first_line
-            column = d.column + (constant.col_offset + 3 if d.line == first_line else 0)
-            diagnostics.append(Diagnostic(line, column, d.severity, d.message))
+            diagnostics.append(place_in_string(document, constant, d, d.line - first_line))
     return diagnostics
 
 

@@ -104,17 +104,23 @@ def _value_start(document: str, constant: ast.Constant) -> tuple[int, bool]:
     return constant.col_offset + (len(prefix.group(0)) if prefix else 0), exact
 
 
+def place_in_string(document: str, constant: ast.Constant, d: Diagnostic, offset: int) -> Diagnostic:
+    """`d`, a message about line `offset` (0-based) of the string `constant`'s value, at the
+    document's line and column. When escapes (a \\n) make the value's lines differ from the
+    source's, at the string's first line, naming the line inside the string."""
+    column, exact = _value_start(document, constant)
+    if not exact:
+        return Diagnostic(constant.lineno, 1, d.severity, f"line {offset + 1} of the CUDA string: {d.message}")
+    return Diagnostic(constant.lineno + offset, d.column + (column if offset == 0 else 0), d.severity, d.message)
+
+
 def _place(d: Diagnostic, call: InlineCuda, document: str) -> Diagnostic:
     """A diagnostic of the written cuda.cu, moved to the document."""
     first = len(IMPLICIT_HEADERS) + 1
     for piece in call.pieces:
         count = piece.value.count("\n") + 1
         if first <= d.line < first + count:
-            offset = d.line - first
-            column, exact = _value_start(document, piece)
-            if not exact:
-                return Diagnostic(piece.lineno, 1, d.severity, f"line {offset + 1} of the CUDA string: {d.message}")
-            return Diagnostic(piece.lineno + offset, d.column + (column if offset == 0 else 0), d.severity, d.message)
+            return place_in_string(document, piece, d, d.line - first)
         first += count
     return Diagnostic(call.line, 1, d.severity, f"load_inline: {d.message}")
 

@@ -8,8 +8,8 @@
 
 `dice:` lines directly above a `__global__` function belong to it; lines before the first
 kernel are shared by all (their buffers and inouts only by kernels with those pointer
-parameters). Every value must fit in 64 bits. Errors are SpecError(line, column, message), 1-based, with what
-was expected.
+parameters). Every value must fit in 64 bits. Errors are SpecError(line, column, message),
+1-based, with what was expected.
 """
 
 from __future__ import annotations
@@ -433,7 +433,7 @@ def parse_spec(source: str) -> dict[str, Spec]:
         draft = _Draft(dict(draft.values), dict(draft.buffers), dict(draft.inout), draft.launch, draft.flops)
         for d in own:
             _apply_directive(d, draft)
-        anchor = own[0] if own else (shared[0] if kernel is kernels[0] and shared else None)
+        anchor = own[0] if own else (shared[0] if first and shared else None)
         if anchor is None and draft.launch is None:
             continue
         try:

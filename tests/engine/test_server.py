@@ -240,3 +240,48 @@ def test_a_broken_checkpoint_gets_the_message_fill_gets(tmp_path, tiny_checkpoin
         return str(info.value)
 
     assert f"dice engine serve: {asyncio.run(start_worker())}" == done.stderr.strip()
+
+
+def test_a_listener_that_never_answers_is_an_error_not_a_hang(monkeypatch):
+    import engine.client
+
+    monkeypatch.setattr(engine.client, "READY_TIMEOUT_S", 1.0, raising=False)
+    with socket.socket() as silent:  # the kernel accepts connections for it; it never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+
+        async def scenario():
+            with pytest.raises(EngineError, match="accepted the connection but did not answer within 1 s"):
+                await asyncio.wait_for(AsyncEngine(f"dice://127.0.0.1:{port}").start(), 10)
+
+        started = time.monotonic()
+        asyncio.run(scenario())
+    assert time.monotonic() - started < 5
+
+
+def test_a_listener_that_never_accepts_is_an_error_not_a_hang(monkeypatch):
+    import engine.client
+
+    monkeypatch.setattr(engine.client, "CONNECT_TIMEOUT_S", 1.0, raising=False)
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)  # never accepts: once its queue is full, connections hang in SYN_SENT
+        port = full.getsockname()[1]
+        queued = []
+        for _ in range(3):
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+            queued.append(sock)
+        time.sleep(0.2)
+
+        async def scenario():
+            with pytest.raises(EngineError, match="no connection within 1 s"):
+                await asyncio.wait_for(AsyncEngine(f"dice://127.0.0.1:{port}").start(), 10)
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            for sock in queued:
+                sock.close()

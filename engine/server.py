@@ -127,25 +127,28 @@ class EngineServer(socketserver.ThreadingTCPServer):
 class ConnectionHandler(socketserver.StreamRequestHandler):
     server: EngineServer
 
+    def refuse(self, message: str) -> None:
+        """Tell a client that did not pass the hello why, if it is still there to hear it."""
+        try:
+            FrameWriter(self.wfile).send(error_message(None, message))
+        except OSError:
+            pass  # gone already: nothing to tell, and nothing worth a traceback
+
     def handle(self) -> None:
-        out = FrameWriter(self.wfile)
         try:
             hello = read_hello(self.connection, time.monotonic() + HELLO_TIMEOUT_S)
         except TimeoutError:
-            out.send(error_message(None, f"expected a hello frame within {HELLO_TIMEOUT_S:.0f} s"))
-            return
+            return self.refuse(f"expected a hello frame within {HELLO_TIMEOUT_S:.0f} s")
         except (FrameError, OSError) as exc:
-            out.send(error_message(None, f"expected a hello frame: {exc}"))
-            return
+            return self.refuse(f"expected a hello frame: {exc}")
         if hello is None:
             return
         if hello.get("op") != "hello":
-            out.send(error_message(None, "malformed message: the first message must be {'op': 'hello', 'token': ...}"))
-            return
+            return self.refuse("malformed message: the first message must be {'op': 'hello', 'token': ...}")
         expected = self.server.token
         if expected and not token_matches(hello.get("token"), expected):
-            out.send(error_message(None, "bad or missing token (dice://HOST:PORT?token=... or DICE_ENGINE_TOKEN)"))
-            return
+            return self.refuse("bad or missing token (dice://HOST:PORT?token=... or DICE_ENGINE_TOKEN)")
+        out = FrameWriter(self.wfile)
         self.connection.settimeout(None)
         self.server.authenticated(self.connection)
         out.send({"type": "ready", "info": asdict(self.server.engine.info())})

@@ -121,9 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from profiler.paths import CacheFolderError  # torch-free, like all of profiler's imports
-
     args = build_parser().parse_args(argv)
+    if args.command == "engine":
+        from engine import server
+
+        return server.main(args)
+    # Every other command checks or judges code with the profiler.
+    from profiler.paths import CacheFolderError
+
     try:
         return run(args)
     except CacheFolderError as exc:
@@ -144,10 +149,6 @@ def run(args: argparse.Namespace) -> int:
         from dice_lsp import bench
 
         return bench.main(args)
-    if args.command == "engine":
-        from engine import server
-
-        return server.main(args)
     raise AssertionError(args.command)
 
 

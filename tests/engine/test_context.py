@@ -74,11 +74,11 @@ def test_a_2000_line_file_is_cut_around_the_enclosing_kernel(prompt_format, buil
     used = prompt_tokens(cut_prefix, cut_suffix)
     assert 0.9 * budget < used <= budget  # most of the window, never more
     assert prefix.endswith(cut_prefix) and suffix.startswith(cut_suffix)  # whole context next to the span
-    assert cut_prefix.startswith(("\n", "//", "__global__", "{", "    ", "}")) and cut_suffix.endswith("\n")
+    assert prefix[: len(prefix) - len(cut_prefix)].endswith("\n") and cut_suffix.endswith("\n")  # whole lines
     # the enclosing kernel whole, with its spec lines
     kernel = "// dice: let n = 1 << 20\n// dice: buffer x[n], y[n]\n// dice: launch grid=(n + 255) / 256, block=256\n" \
              "__global__ void scale_100("
-    assert kernel in cut_prefix and cut_suffix.startswith("{\n    int i = blockIdx.x")
+    assert kernel in cut_prefix
     assert cut_suffix.startswith("{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {\n"
                                  "        y[i] = 101.0f * x[i];\n    }\n}\n")
     # and about as much above as below (one line each side in turn)

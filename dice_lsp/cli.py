@@ -28,6 +28,17 @@ def _add_max_tokens(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
 
 
+def _port(text: str) -> int:
+    """A TCP port (0: any free one), refused by argparse with one line otherwise."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dice",
@@ -99,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     esub = p.add_subparsers(dest="engine_command", metavar="ENGINE_COMMAND", required=True)
     s = esub.add_parser("serve", help="serve the engine over TCP for remote editors")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=7777)
+    s.add_argument("--port", type=_port, default=7777)
     s.add_argument(
         "--token",
         help="shared secret clients must send; required for any address but loopback "
@@ -111,6 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "engine":
+        from engine import server
+
+        return server.main(args)
+    # Every other command checks or judges code with the profiler.
+    from profiler.paths import CacheFolderError
+
+    try:
+        return run(args)
+    except CacheFolderError as exc:
+        print(f"dice {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
     if args.command in ("fill", "optimize"):
         from dice_lsp import jobs_cli
 
@@ -123,10 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         from dice_lsp import bench
 
         return bench.main(args)
-    if args.command == "engine":
-        from engine import server
-
-        return server.main(args)
     raise AssertionError(args.command)
 
 

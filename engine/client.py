@@ -9,6 +9,7 @@ import asyncio
 import collections
 import itertools
 import os
+import socket
 import sys
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +19,13 @@ from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineIn
 
 STDERR_LINES = 40
 CANCEL_POLL_S = 0.05
+# A remote engine has its model loaded already: it accepts and says ready at once. A listener
+# that does neither (a wrong port, a stopped process, a firewall eating packets) is an error
+# after these, not a hang. During a job, TCP keepalive notices a peer that is gone.
+CONNECT_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 30.0
+SEND_TIMEOUT_S = 60.0  # a request frame must leave within this (the server reads as it goes)
+KEEPALIVE = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 3}
 
 
 def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
@@ -28,6 +36,17 @@ def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
         raise EngineError(f"bad engine address {spec!r}: expected dice://HOST:PORT[?token=...]")
     token = parse_qs(url.query).get("token", [None])[0] or os.environ.get("DICE_ENGINE_TOKEN")
     return url.hostname, url.port, token
+
+
+def keep_alive(sock) -> None:
+    """Probe an idle connection, so that a remote engine whose host vanished ends the job
+    with an error within about a minute instead of never."""
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in KEEPALIVE.items():
+        if hasattr(socket, name):  # Linux names; other systems keep their defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 class AsyncEngine:
@@ -57,9 +76,14 @@ class AsyncEngine:
                 return self.info
             await self._shutdown()
             reader = await self._open()
+            remote = self._process is None
             try:
-                first = await read_frame_async(reader)
-            except EngineError as exc:
+                first = await asyncio.wait_for(read_frame_async(reader), READY_TIMEOUT_S if remote else None)
+            except asyncio.TimeoutError:
+                await self._shutdown()
+                raise EngineError(f"the engine at {self.spec} accepted the connection but did not answer within "
+                                  f"{READY_TIMEOUT_S:.0f} s: is a `dice engine serve` listening there?") from None
+            except (EngineError, OSError) as exc:
                 await self._shutdown()
                 raise EngineError(f"engine at {self.spec}: {exc}") from exc
             if first is None or first.get("type") != "ready":
@@ -74,9 +98,13 @@ class AsyncEngine:
         if self.spec.startswith("dice://"):
             host, port, token = parse_dice_url(self.spec)
             try:
-                reader, self._writer = await asyncio.open_connection(host, port)
+                reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise EngineError(f"cannot reach the engine at {host}:{port}: no connection within "
+                                  f"{CONNECT_TIMEOUT_S:.0f} s") from None
             except OSError as exc:
                 raise EngineError(f"cannot reach the engine at {host}:{port}: {exc}") from exc
+            keep_alive(self._writer.get_extra_info("socket"))
             self._send({"op": "hello", "token": token})
             return reader
         command = [sys.executable, "-m", "engine.worker", "--model", self.spec]
@@ -180,7 +208,10 @@ class AsyncEngine:
         self._jobs[job_id] = queue
         try:
             self._send({"op": "run", "id": job_id, "method": method, "args": args})
-            await self._writer.drain()
+            try:
+                await asyncio.wait_for(self._writer.drain(), SEND_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise EngineGone(f"the engine at {self.spec} took no data for {SEND_TIMEOUT_S:.0f} s") from None
             while True:
                 message = await self._next_message(queue, job_id, should_cancel)
                 kind = message.get("type")

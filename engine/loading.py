@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from engine.model import SDARConfig, SDARForCausalLM
@@ -68,11 +68,15 @@ def load_tokenizer(folder: Path, config: SDARConfig):
     from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
 
     if (folder / "tokenizer.json").is_file():
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
+        tokenizer_class = PreTrainedTokenizerFast
     elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-        tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
+        tokenizer_class = Qwen2TokenizerFast
     else:
         raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
+    try:
+        tokenizer = tokenizer_class.from_pretrained(str(folder))
+    except Exception as exc:  # transformers and tokenizers raise many kinds on a broken file
+        raise EngineError(f"{folder}: the tokenizer files cannot be read ({type(exc).__name__}: {exc})") from exc
     if tokenizer.mask_token_id != config.mask_token_id:
         mask = tokenizer.convert_ids_to_tokens(config.mask_token_id)
         if mask is None:
@@ -99,10 +103,22 @@ def load_state_dict(folder: Path, device: torch.device, dtype: torch.dtype) -> d
     for path in weight_files(folder):
         if not path.is_file():
             raise EngineError(f"{folder}: weight shard {path.name} listed in {INDEX_NAME} is missing")
-        with safe_open(str(path), framework="pt", device=str(device)) as f:
-            for name in f.keys():
-                state[name] = f.get_tensor(name).to(dtype)
+        try:
+            with safe_open(str(path), framework="pt", device=str(device)) as f:
+                for name in f.keys():
+                    state[name] = f.get_tensor(name).to(dtype)
+        except (SafetensorError, OSError) as exc:  # a truncated or corrupt download
+            raise EngineError(f"{path}: not a readable safetensors file ({exc})") from exc
     return state
+
+
+def check_vocabulary(folder: Path, tokenizer, config: SDARConfig) -> None:
+    """A token id past the embedding table would fail every job (IndexError); refuse it here."""
+    if len(tokenizer) > config.vocab_size:
+        raise EngineError(
+            f"{folder}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+            f"{config.vocab_size}: the tokenizer does not belong to these weights"
+        )
 
 
 def load_checkpoint(
@@ -116,6 +132,7 @@ def load_checkpoint(
     config = load_config(folder)
     dtype = resolve_dtype(dtype, config, device)
     tokenizer = load_tokenizer(folder, config)
+    check_vocabulary(folder, tokenizer, config)
     state = load_state_dict(folder, device, dtype)
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)

@@ -10,6 +10,7 @@ from typing import Callable
 import torch
 
 from engine import prompts
+from engine.context import fit_infill, prompt_budget
 from engine.decode import decode
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
@@ -78,9 +79,21 @@ class LocalEngine:
 
     def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
                on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """Each .text replaces the span between prefix and suffix."""
-        task = prompts.infill_task(prefix, suffix, reference, self.config.prompt_format, self.tokenizer.chat_template)
-        return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+        """Each .text replaces the span between prefix and suffix (both cut to the lines
+        nearest the span when the whole file does not fit the model's context)."""
+        def task_for(prefix: str, suffix: str) -> prompts.Task:
+            return prompts.infill_task(prefix, suffix, reference, self.config.prompt_format, self.tokenizer.chat_template)
+
+        def prompt_tokens(prefix: str, suffix: str) -> int:
+            return len(self.tokenizer.encode(task_for(prefix, suffix).prompt, add_special_tokens=False))
+
+        def line_tokens(lines: list[str]) -> list[int]:
+            return [len(ids) for ids in self.tokenizer(lines, add_special_tokens=False)["input_ids"]] if lines else []
+
+        block_size = sampling.get("block_size") or self.config.block_size
+        budget = prompt_budget(self.config.max_position_embeddings, block_size, max_tokens)
+        prefix, suffix = fit_infill(prefix, suffix, budget=budget, prompt_tokens=prompt_tokens, line_tokens=line_tokens)
+        return self.run(task_for(prefix, suffix), n, max_tokens, sampling, on_progress, should_cancel)
 
     def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
                  on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:

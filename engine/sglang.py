@@ -10,10 +10,9 @@ Written against SGLang's documented API; not yet run against a real SGLang serve
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -21,6 +20,7 @@ from engine import prompts
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Sampling
 
 CANCEL_POLL_S = 0.1
+CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 600.0
 
 
@@ -58,22 +58,32 @@ class SGLangEngine:
         if url.scheme != "sglang" or not url.hostname or not url.port:
             raise EngineError(f"bad SGLang address {spec!r}: expected sglang://HOST:PORT")
         self.spec = spec
+        self.host, self.port = url.hostname, url.port
         self.base = f"http://{url.hostname}:{url.port}"
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.spec, self.base, 4, "chat", "")
 
     def _post(self, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(
-            f"{self.base}/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
+        # Connecting gets its own short timeout; the answer may take minutes (a whole batch
+        # decoded before the reply), so each read waits up to REQUEST_TIMEOUT_S.
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT_S)
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise EngineError(f"SGLang at {self.base}: HTTP {exc.code}: {exc.read()[:300]!r}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            try:
+                connection.connect()
+            except OSError as exc:
+                raise EngineError(f"SGLang at {self.base}: cannot connect within {CONNECT_TIMEOUT_S:.0f} s: {exc}") from exc
+            connection.sock.settimeout(REQUEST_TIMEOUT_S)
+            connection.request("POST", "/generate", json.dumps(body), {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+            if response.status != 200:
+                raise EngineError(f"SGLang at {self.base}: HTTP {response.status}: {data[:300]!r}")
+            return json.loads(data)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             raise EngineError(f"SGLang at {self.base}: {exc}") from exc
+        finally:
+            connection.close()
 
     def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
             should_cancel: Callable[[], bool] | None) -> list[Candidate]:

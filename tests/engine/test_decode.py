@@ -25,7 +25,7 @@ def prompt(length: int) -> list[int]:
 def test_transfer_schedule_spreads_the_remainder_first():
     assert transfer_schedule(4, 4) == [1, 1, 1, 1]
     assert transfer_schedule(4, 3) == [2, 1, 1]
-    assert transfer_schedule(3, 4) == [1, 1, 1]  # never a step that commits nothing
+    assert transfer_schedule(3, 4) == [1, 1, 1, 0]  # the default preset asks for min(steps, masked)
     assert transfer_schedule(8, 1) == [8]
 
 
@@ -44,9 +44,12 @@ def test_choose_commits_per_strategy():
 def test_filter_logits_top_k_and_top_p():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     assert torch.isinf(filter_logits(logits, 2, 1.0)).tolist() == [[False, False, True, True]]
-    assert torch.isinf(filter_logits(logits, 0, 0.8)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.79)).tolist() == [[False, False, True, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.81)).tolist() == [[False, False, False, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.1)).tolist() == [[False, True, True, True]]
+    # As SDAR/DICE: top-k keeps every token tied with the k-th.
+    tied = torch.tensor([[3.0, 1.0, 1.0, 0.0]])
+    assert torch.isinf(filter_logits(tied, 2, 1.0)).tolist() == [[False, False, False, True]]
 
 
 @pytest.mark.parametrize("prompt_len", [8, 10, 3])

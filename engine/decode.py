@@ -92,10 +92,9 @@ def sample_tokens(
     return tokens, probs.gather(-1, tokens[..., None])[..., 0]
 
 
-def choose_commits(
-    sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, k: torch.Tensor
-) -> torch.Tensor:
-    """Which masked positions to commit this step, bool [n, bs]; k [n] is each row's quota.
+def choose_commits(sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, quota: int) -> torch.Tensor:
+    """Which masked positions to commit this step, bool [n, bs]: k = `quota` of them (or all
+    a row has left, if fewer) by the strategy's rule.
 
     sequential: the k leftmost; low_confidence_static: the k most confident;
     low_confidence_dynamic: every one above the threshold, and at least the k most confident
@@ -111,15 +110,15 @@ def choose_commits(
         score = confidence
     score = score.masked_fill(~masked, float("-inf"))
     if sampling.preset == "dice" and sampling.strategy != "sequential":
-        # One quota for all rows, as DICE's per-step schedule; a row with fewer masks than
-        # the quota commits them all (DICE's topk would also pick a filled position and
-        # overwrite it with a new sample, which its own settings never reach).
-        top = torch.topk(score, min(int(k.max()), bs), dim=1).indices
+        # A row with fewer masks than the quota commits them all (DICE's topk would also pick
+        # a filled position and overwrite it with a new sample, which its own settings
+        # never reach).
+        top = torch.topk(score, min(quota, bs), dim=1).indices
         commit = torch.zeros_like(masked).scatter_(1, top, True) & masked
     else:
         order = torch.argsort(score, dim=1, descending=True, stable=True)
         rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
-        commit = masked & (rank < k[:, None])
+        commit = masked & (rank < quota)
     if sampling.strategy == "low_confidence_dynamic":
         commit |= masked & (confidence > sampling.threshold)
     return commit
@@ -396,9 +395,7 @@ def decode(
             if not dice:
                 logits[..., mask_id] = float("-inf")  # the mask is never an answer
             tokens, confidence = sample_tokens(logits, sampling, generator)
-            quota = schedule[min(step, len(schedule) - 1)]
-            k = torch.minimum(masked.sum(1), torch.tensor(quota, device=device))
-            commit = choose_commits(sampling, masked, confidence, k if not dice else torch.tensor([quota], device=device))
+            commit = choose_commits(sampling, masked, confidence, schedule[min(step, len(schedule) - 1)])
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
             step += 1
             steps += 1

@@ -32,13 +32,12 @@ def test_transfer_schedule_spreads_the_remainder_first():
 def test_choose_commits_per_strategy():
     masked = torch.tensor([[True, True, False, True]])
     confidence = torch.tensor([[0.2, 0.95, 0.99, 0.92]])
-    k = torch.tensor([1])
-    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, k).tolist() == [[True, False, False, False]]
-    assert choose_commits(Sampling(), masked, confidence, k).tolist() == [[False, True, False, False]]
+    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, 1).tolist() == [[True, False, False, False]]
+    assert choose_commits(Sampling(), masked, confidence, 1).tolist() == [[False, True, False, False]]
     dynamic = Sampling(strategy="low_confidence_dynamic", threshold=0.9)
-    assert choose_commits(dynamic, masked, confidence, k).tolist() == [[False, True, False, True]]
+    assert choose_commits(dynamic, masked, confidence, 1).tolist() == [[False, True, False, True]]
     low = torch.tensor([[0.2, 0.3, 0.99, 0.1]])  # nothing above the threshold: still k
-    assert choose_commits(dynamic, masked, low, torch.tensor([2])).tolist() == [[True, True, False, False]]
+    assert choose_commits(dynamic, masked, low, 2).tolist() == [[True, True, False, False]]
 
 
 def test_filter_logits_top_k_and_top_p():

@@ -48,6 +48,12 @@ def test_every_decode_case_token_for_token(tiny_sdar, dice_reference):
         assert result.steps == case["forward_passes"]["denoise"], case["name"]
 
 
+def test_candidates_in_one_batch_each_decode_as_dice(tiny_sdar, dice_reference):
+    case = decode_cases(dice_reference)[2]
+    result = decode(tiny_sdar.model, case["prompt_ids"], n=3, max_tokens=32, sampling=dice_sampling(case), stop_ids=[])
+    assert result.tokens == [case["tokens_after_prompt"]] * 3
+
+
 @pytest.mark.parametrize("path", ["recompute", "static"])
 def test_the_other_cpu_paths_give_the_same_tokens(tiny_sdar, dice_reference, path):
     for case in decode_cases(dice_reference)[1::4]:  # one prompt per strategy, a partial first block

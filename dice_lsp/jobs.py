@@ -23,7 +23,7 @@ import profiler
 from dice_lsp.config import Settings
 from dice_lsp.targets import Target, fill_target, optimize_target
 from dice_lsp.text_offsets import position_at
-from engine.prompts import kernelbench_problem_end
+from engine.prompts import kernelbench_infill_parts
 from profiler.results import Verdict
 
 if TYPE_CHECKING:
@@ -189,18 +189,14 @@ async def fill(
 ) -> JobResult:
     """Candidates for the text between offsets start and end, judged."""
     target = fill_target(snapshot.text, snapshot.path, start, end)
-    prefix, reference = snapshot.text[:start], None
     if target.language == "kernelbench":
-        # DICE's infilling prompt holds the PyTorch reference and the ModelNew file apart:
-        # the file's problem part (Model, get_inputs, get_init_inputs) is the reference when
-        # the span lies after it.
-        problem_end = kernelbench_problem_end(snapshot.text)
-        if problem_end is not None and problem_end <= start:
-            reference, prefix = snapshot.text[:problem_end], snapshot.text[problem_end:start].lstrip("\n")
+        reference, prefix, suffix = kernelbench_infill_parts(snapshot.text, start, end)
+    else:
+        reference, prefix, suffix = None, snapshot.text[:start], snapshot.text[end:]
     report("generating", 0)
     candidates = await engine.infill(
         prefix,
-        snapshot.text[end:],
+        suffix,
         reference=reference,
         n=settings.candidates,
         max_tokens=settings.max_tokens,

@@ -130,6 +130,17 @@ def kernelbench_problem_end(text: str) -> int | None:
     return len(text) if not text[end:].strip() else end
 
 
+def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:
+    """(reference, prefix, suffix) for filling text[start:end] of a KernelBench .py file.
+    DICE's infilling prompt holds the PyTorch reference and the ModelNew file apart, so when
+    the span lies after the file's problem part (Model, get_inputs, get_init_inputs), that
+    part is the reference and the prefix starts after it; otherwise there is none."""
+    problem_end = kernelbench_problem_end(text)
+    if problem_end is None or problem_end > start:
+        return None, text[:start], text[end:]
+    return text[:problem_end], text[problem_end:start].lstrip("\n"), text[end:]
+
+
 # --- extraction ---------------------------------------------------------------------------------
 # Two rules, kept apart so that a candidate says which one gave its code (Candidate.extraction):
 # DICE's own (what its evaluation scores), and a lenient one of ours for answers DICE rejects.

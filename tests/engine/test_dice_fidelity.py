@@ -134,15 +134,22 @@ def test_infilling_prompt_byte_for_byte(tiny_sdar, dice_reference):
         assert task.to_text(f"```python\n{whole}```") == (example["middle"], "dice")
 
 
-def test_fill_on_a_kernelbench_file_sends_its_model_as_the_reference(dice_reference):
+def test_fill_on_a_kernelbench_file_sends_dices_prompt(tiny_sdar, dice_reference):
     """The editor's document: the problem, then the ModelNew being written. Its problem part
-    is the reference and the rest is the file DICE's template cuts into prefix and suffix."""
-    example = golden(dice_reference, "prompts_golden.json")["kernel_infilling"]["examples"][0]
-    document = example["pytorch_code"] + "\n\n" + example["prefix"] + example["middle"] + example["suffix"]
-    end = prompts.kernelbench_problem_end(document)
-    assert document[:end] == example["pytorch_code"]
-    assert prompts.kernelbench_problem_end(example["pytorch_code"] + "\n") == len(example["pytorch_code"]) + 1
+    is the reference and the rest is the file DICE's template cuts into prefix and suffix:
+    Fill's prompt is DICE's, byte for byte."""
+    for example in golden(dice_reference, "prompts_golden.json")["kernel_infilling"]["examples"]:
+        document = example["pytorch_code"] + "\n\n" + example["prefix"] + example["middle"] + example["suffix"]
+        start = len(document) - len(example["suffix"]) - len(example["middle"])
+        parts = prompts.kernelbench_infill_parts(document, start, start + len(example["middle"]))
+        assert parts == (example["pytorch_code"], example["prefix"], example["suffix"])
+        task = prompts.infill_task(*parts[1:], parts[0], "chat", tiny_sdar.tokenizer.chat_template)
+        assert task.prompt == example["chat_text"]
+    # A span inside the problem itself, or a file without a problem: no reference.
+    assert prompts.kernelbench_infill_parts(document, 5, 6) == (None, document[:5], document[6:])
     assert prompts.kernelbench_problem_end("class Model: pass\n") is None  # no get_inputs
+    code = example["pytorch_code"]
+    assert prompts.kernelbench_problem_end(code + "\n") == len(code) + 1  # nothing after it: all of it
 
 
 def test_extraction_is_dices_on_every_case(dice_reference):

@@ -18,6 +18,14 @@ cache, eager), `graphs` (KV cache with each step's forward captured as a CUDA gr
 GPU, where an eager step is bound by kernel launches, not by the GPU), `compiled` (the same
 with torch.compile'd decoder layers inside the graph, fusing their small kernels) and
 `static` (the graph paths' fixed shapes run eagerly, so that a CPU test can pin them).
+
+Two presets share this loop (`Sampling.preset`). `default` is the project's: the mask token is
+never an answer, equal confidences commit leftmost first, a block's quota is spread over its
+masks, and decoding stops at a stop token. `dice` is DICE's `block_diffusion_generate`
+(evaluation/scripts/sdar_utils.py) token for token, as tests/engine/test_dice_fidelity.py
+checks on DICE's own outputs: the mask token may be sampled, commits are chosen by
+`torch.topk`, the quota is spread over the block length, and whole blocks come back with no
+stop at EOS.
 """
 
 from __future__ import annotations

@@ -48,6 +48,17 @@ def test_every_decode_case_token_for_token(tiny_sdar, dice_reference):
         assert result.steps == case["forward_passes"]["denoise"], case["name"]
 
 
+def test_no_stop_at_a_stop_token_and_whole_blocks(tiny_sdar, dice_reference):
+    """DICE's evaluation never stops early and returns whole blocks: a stop token in the
+    middle of the answer and a max_tokens inside a block change nothing."""
+    case = decode_cases(dice_reference)[1]  # a prompt of 10: 11 blocks, 34 tokens after it
+    expected = case["tokens_after_prompt"]
+    assert len(case["prompt_ids"]) == 10 and len(expected) == 34
+    result = decode(tiny_sdar.model, case["prompt_ids"], max_tokens=31, sampling=dice_sampling(case),
+                    stop_ids=[expected[5]])
+    assert result.tokens[0] == expected and result.finish_reasons == ["length"]
+
+
 def test_candidates_in_one_batch_each_decode_as_dice(tiny_sdar, dice_reference):
     case = decode_cases(dice_reference)[2]
     result = decode(tiny_sdar.model, case["prompt_ids"], n=3, max_tokens=32, sampling=dice_sampling(case), stop_ids=[])

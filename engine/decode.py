@@ -391,8 +391,9 @@ def decode(
             if not masked.any():
                 break
             if dice and step == len(schedule):
+                where = start + int(masked.nonzero()[0, 1])
                 raise EngineError(
-                    f"the model predicted the mask token itself (id {mask_id}) at position {start + int(masked.nonzero()[0, 1])}, "
+                    f"the model predicted the mask token itself (id {mask_id}) at position {where}, "
                     f"so block {block - first_block + 1} is still masked after {sampling.steps} steps; DICE's decoder "
                     "cannot finish it either (its block_diffusion_generate raises IndexError here). Decode with the "
                     "default preset, which never commits the mask token."

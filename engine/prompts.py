@@ -119,7 +119,8 @@ def kernelbench_problem_end(text: str) -> int | None:
         return None
     ends = {}
     for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in KERNELBENCH_PROBLEM_NAMES:
+        definition = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        if definition and node.name in KERNELBENCH_PROBLEM_NAMES:
             ends[node.name] = node.end_lineno
     if len(ends) < len(KERNELBENCH_PROBLEM_NAMES):
         return None

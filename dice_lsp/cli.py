@@ -20,6 +20,15 @@ def _add_model(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_preset(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--preset",
+        choices=("default", "dice"),
+        default=default,
+        help=f"decoding rules: dice = DICE's own evaluation decoder and sampling (default: {default})",
+    )
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -56,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--candidates", type=int, default=4, metavar="N")
     _add_max_tokens(p)
+    _add_preset(p, "default")
     _add_model(p)
     _add_json(p)
 
@@ -64,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
     p.add_argument("--candidates", type=int, default=4, metavar="N")
     _add_max_tokens(p)
+    _add_preset(p, "default")
     _add_model(p)
     _add_json(p)
 
@@ -103,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per candidate for checks and timing; builds have their own limit (default 60)",
     )
+    _add_preset(p, "dice")
     _add_model(p)
     _add_json(p)
 

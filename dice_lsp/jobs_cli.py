@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     if args.candidates < 1 or (args.max_tokens is not None and args.max_tokens < 1):
         print(f"dice {args.command}: --candidates and --max-tokens must be at least 1", file=sys.stderr)
         return 2
-    settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates)
+    settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates, preset=args.preset)
     if args.max_tokens is not None:
         settings = dataclasses.replace(settings, max_tokens=args.max_tokens)
     snapshot = Snapshot(path.resolve().as_uri(), None, str(path), text)

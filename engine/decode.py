@@ -18,6 +18,14 @@ cache, eager), `graphs` (KV cache with each step's forward captured as a CUDA gr
 GPU, where an eager step is bound by kernel launches, not by the GPU), `compiled` (the same
 with torch.compile'd decoder layers inside the graph, fusing their small kernels) and
 `static` (the graph paths' fixed shapes run eagerly, so that a CPU test can pin them).
+
+Two presets share this loop (`Sampling.preset`). `default` is the project's: the mask token is
+never an answer, equal confidences commit leftmost first, a block's quota is spread over its
+masks, and decoding stops at a stop token. `dice` is DICE's `block_diffusion_generate`
+(evaluation/scripts/sdar_utils.py) token for token, as tests/engine/test_dice_fidelity.py
+checks on DICE's own outputs: the mask token may be sampled, commits are chosen by
+`torch.topk`, the quota is spread over the block length, and whole blocks come back with no
+stop at EOS.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ PATHS = ("recompute", "cached", "static", "graphs", "compiled")
 
 @dataclass
 class DecodeResult:
-    tokens: list[list[int]]  # generated tokens per candidate, the stop token excluded
+    # Generated tokens per candidate: up to max_tokens, the stop token excluded; under the dice
+    # preset the whole blocks after the prompt, as DICE returns them.
+    tokens: list[list[int]]
     finish_reasons: list[str]  # "eos" | "length"
     steps: int  # forward passes spent on denoising
     seconds: float
@@ -48,27 +58,31 @@ class DecodeResult:
 # --- one denoising step: sample, then choose what to commit --------------------------------
 
 
-def transfer_schedule(masked: int, steps: int) -> list[int]:
-    """How many tokens to commit at each step so that `masked` are done in `steps` (SDAR's
-    get_num_transfer_tokens): equal shares, the remainder spread over the first steps."""
-    steps = max(1, min(steps, masked))
-    base, extra = divmod(masked, steps)
+def transfer_schedule(count: int, steps: int) -> list[int]:
+    """How many tokens to commit at each of `steps` steps so that `count` are done (SDAR's
+    get_num_transfer_tokens): equal shares, the remainder spread over the first steps. The
+    default preset asks it for min(steps, masked) steps, so that no step commits nothing;
+    DICE's asks it for exactly `steps` shares of the block length."""
+    steps = max(1, steps)
+    base, extra = divmod(count, steps)
     return [base + (1 if i < extra else 0) for i in range(steps)]
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Top-k then nucleus (top-p) filtering: excluded tokens get -inf. With top_k set, the
-    nucleus is found among those k only, which spares a sort over the whole vocabulary."""
+    """Top-k then nucleus (top-p) filtering as SDAR/DICE sample: excluded tokens get -inf.
+    Top-k keeps every token tied with the k-th; top-p drops a token once the tokens ranked
+    before it already exceed top_p (the first always stays)."""
     vocab = logits.shape[-1]
-    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
-        return logits
-    k = top_k if 0 < top_k < vocab else vocab
-    kept, index = torch.topk(logits, k, dim=-1)  # sorted, largest first
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        probs = kept.softmax(-1)
-        # Drop a token when the tokens before it already reach top_p (the first always stays).
-        kept = kept.masked_fill(probs.cumsum(-1) - probs >= top_p, float("-inf"))
-    return torch.full_like(logits, float("-inf")).scatter(-1, index, kept)
+        ordered, index = torch.sort(logits, dim=-1, descending=True)
+        cumulative = ordered.softmax(-1).cumsum(-1)
+        drop = torch.zeros_like(cumulative, dtype=torch.bool)
+        drop[..., 1:] = cumulative[..., :-1] > top_p
+        logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+    return logits
 
 
 def sample_tokens(
@@ -86,13 +100,16 @@ def sample_tokens(
     return tokens, probs.gather(-1, tokens[..., None])[..., 0]
 
 
-def choose_commits(
-    sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, k: torch.Tensor
-) -> torch.Tensor:
-    """Which masked positions to commit this step, bool [n, bs]; k [n] is each row's quota.
+def choose_commits(sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, quota: int) -> torch.Tensor:
+    """Which masked positions to commit this step, bool [n, bs]: k = `quota` of them (or all
+    a row has left, if fewer) by the strategy's rule.
 
     sequential: the k leftmost; low_confidence_static: the k most confident;
-    low_confidence_dynamic: every one above the threshold, and at least the k most confident.
+    low_confidence_dynamic: every one above the threshold, and at least the k most confident
+    (DICE's rule: all above the threshold when they are at least k, else the k most
+    confident; the union is the same set). Among equal confidences the default preset takes
+    the leftmost; the dice preset breaks ties as DICE does, by torch.topk over the block
+    (with top_k 1 every confidence is 1.0, so this is what decides DICE's order).
     """
     bs = masked.shape[1]
     if sampling.strategy == "sequential":
@@ -100,9 +117,16 @@ def choose_commits(
     else:
         score = confidence
     score = score.masked_fill(~masked, float("-inf"))
-    order = torch.argsort(score, dim=1, descending=True, stable=True)
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
-    commit = masked & (rank < k[:, None])
+    if sampling.preset == "dice" and sampling.strategy != "sequential":
+        # A row with fewer masks than the quota commits them all (DICE's topk would also pick
+        # a filled position and overwrite it with a new sample, which its own settings
+        # never reach).
+        top = torch.topk(score, min(quota, bs), dim=1).indices
+        commit = torch.zeros_like(masked).scatter_(1, top, True) & masked
+    else:
+        order = torch.argsort(score, dim=1, descending=True, stable=True)
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
+        commit = masked & (rank < quota)
     if sampling.strategy == "low_confidence_dynamic":
         commit |= masked & (confidence > sampling.threshold)
     return commit
@@ -351,31 +375,44 @@ def decode(
     if on_progress is not None:
         on_progress(Progress("prefill", 0, blocks, 0, 0))
 
+    dice = sampling.preset == "dice"
     stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
     steps = 0
     for block in range(first_block, total_blocks):
         start, end = block * bs, (block + 1) * bs
-        masked_count = int((x[0, start:end] == mask_id).sum())
-        schedule = transfer_schedule(masked_count, sampling.steps)
+        if dice:  # DICE's quota comes from the block length, whatever the prompt filled
+            schedule = transfer_schedule(bs, sampling.steps)
+        else:
+            masked_count = int((x[0, start:end] == mask_id).sum())
+            schedule = transfer_schedule(masked_count, min(sampling.steps, masked_count))
         step = 0
         while True:
             masked = x[:, start:end] == mask_id
             if not masked.any():
                 break
+            if dice and step == len(schedule):
+                where = start + int(masked.nonzero()[0, 1])
+                raise EngineError(
+                    f"the model predicted the mask token itself (id {mask_id}) at position {where}, "
+                    f"so block {block - first_block + 1} is still masked after {sampling.steps} steps; DICE's decoder "
+                    "cannot finish it either (its block_diffusion_generate raises IndexError here). Decode with the "
+                    "default preset, which never commits the mask token."
+                )
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
             logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
-            logits[..., mask_id] = float("-inf")  # the mask is never an answer
+            if not dice:
+                logits[..., mask_id] = float("-inf")  # the mask is never an answer
             tokens, confidence = sample_tokens(logits, sampling, generator)
-            quota = schedule[min(step, len(schedule) - 1)]
-            k = torch.minimum(masked.sum(1), torch.tensor(quota, device=device))
-            commit = choose_commits(sampling, masked, confidence, k)
+            commit = choose_commits(sampling, masked, confidence, schedule[min(step, len(schedule) - 1)])
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
             step += 1
             steps += 1
             if on_progress is not None:
                 generated = x[:, prompt_len : min(end, prompt_len + max_tokens)] != mask_id
                 on_progress(Progress("decode", block - first_block + 1, blocks, step, int(generated.sum(1).max())))
+        if dice:
+            continue  # DICE's evaluation never stops early: tokens after an EOS are kept
         new = x[:, max(start, prompt_len) : end]
         hits = torch.isin(new, stop)
         for row in range(n):
@@ -384,9 +421,11 @@ def decode(
         if all(s is not None for s in stop_at):
             break
 
-    generated = x[:, prompt_len : prompt_len + max_tokens].tolist()
-    tokens = [row[:s] if s is not None and s < max_tokens else row for row, s in zip(generated, stop_at)]
-    reasons = ["eos" if s is not None and s < max_tokens else "length" for s in stop_at]
+    # The dice preset returns whole blocks, as DICE does; the default stops at max_tokens.
+    kept = total - prompt_len if dice else max_tokens
+    generated = x[:, prompt_len : prompt_len + kept].tolist()
+    tokens = [row[:s] if s is not None and s < kept else row for row, s in zip(generated, stop_at)]
+    reasons = ["eos" if s is not None and s < kept else "length" for s in stop_at]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)

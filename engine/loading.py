@@ -15,7 +15,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from engine.model import SDARConfig, SDARForCausalLM
+from engine.model import SDARConfig, SDARForCausalLM, unimplemented_settings
 from engine.types import EngineError
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -51,6 +51,10 @@ def load_config(folder: Path) -> SDARConfig:
     model_type = config.extra.get("model_type", "sdar")
     if model_type not in ("sdar", "qwen3"):
         raise EngineError(f"{path}: model_type {model_type!r} is not an SDAR/DICE checkpoint")
+    unimplemented = unimplemented_settings(config)
+    if unimplemented:
+        raise EngineError(f"{path}: this engine does not implement {'; '.join(unimplemented)}, so it would "
+                          "compute another model than the checkpoint's")
     # Chat checkpoints stop on <|im_end|> too, which only generation_config.json lists.
     gen_path = folder / "generation_config.json"
     if gen_path.is_file():

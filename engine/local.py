@@ -69,7 +69,8 @@ class LocalEngine:
         candidates = []
         for tokens, reason in zip(result.tokens, result.finish_reasons):
             raw = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            candidates.append(Candidate(task.to_text(raw), len(tokens), result.steps, result.seconds, reason, raw))
+            text, extraction = task.to_text(raw)
+            candidates.append(Candidate(text, len(tokens), result.steps, result.seconds, reason, raw, extraction))
         return candidates
 
     def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress: ProgressFn = None,

@@ -12,6 +12,7 @@ static KV cache), MLP, decoder layer, the model.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -34,6 +35,9 @@ class SDARConfig:
     head_dim: int = 128
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
+    # Qwen3's RoPE scaling: None, or {"rope_type": "linear" | "dynamic" | "yarn", "factor": ...}
+    # (rope_frequencies); other types are refused at load (unimplemented_settings).
+    rope_scaling: dict[str, Any] | None = None
     max_position_embeddings: int = 32768
     tie_word_embeddings: bool = False
     block_size: int = 4
@@ -58,10 +62,14 @@ class SDARConfig:
             if path.is_dir():
                 path = path / "config.json"
             data = json.loads(path.read_text())
-        # transformers 5 moved rope_theta into rope_parameters.
+        # transformers 5 moved rope_theta, and the scaling that rope_scaling held, into
+        # rope_parameters.
         rope = data.get("rope_parameters") or {}
         if "rope_theta" not in data and "rope_theta" in rope:
             data["rope_theta"] = rope["rope_theta"]
+        scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+        if data.get("rope_scaling") is None and scaling.get("rope_type", scaling.get("type", "default")) != "default":
+            data["rope_scaling"] = scaling
         if data.get("head_dim") is None and "hidden_size" in data and "num_attention_heads" in data:
             data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
         if data.get("dtype") and not data.get("torch_dtype"):
@@ -105,15 +113,109 @@ def block_causal_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, block_size
     return (k_block[None, None, :] <= q_block[:, :, None])[:, None]
 
 
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+
+
+def rope_type(config: SDARConfig) -> str:
+    scaling = config.rope_scaling or {}
+    return scaling.get("rope_type", scaling.get("type", "default"))
+
+
+def unimplemented_settings(config: SDARConfig) -> list[str]:
+    """Config keys whose value would change the model's math in a way this file does not
+    implement; each one is a reason to refuse the checkpoint rather than compute something
+    else. (Training-only keys, such as dropout or fused losses, change nothing here.)"""
+    extra = config.extra
+    problems = []
+    if rope_type(config) not in ROPE_TYPES:
+        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} (implemented: {', '.join(ROPE_TYPES)})")
+    elif rope_type(config) in ("linear", "dynamic") and not (config.rope_scaling or {}).get("factor"):
+        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} without a factor")
+    for key in ("partial_rotary_factor",):
+        value = (config.rope_scaling or {}).get(key, extra.get(key, 1.0))
+        if value != 1.0:
+            problems.append(f"{key} = {value!r} (only 1.0: RoPE over the whole head)")
+    if extra.get("hidden_act", "silu") != "silu":
+        problems.append(f"hidden_act = {extra['hidden_act']!r} (only 'silu')")
+    for key in ("attention_bias", "mlp_bias"):
+        if extra.get(key):
+            problems.append(f"{key} = true (the projections have no bias)")
+    if extra.get("use_sliding_window"):
+        problems.append(f"use_sliding_window = true (sliding_window {extra.get('sliding_window')!r}; "
+                        "only full attention)")
+    kinds = set(extra.get("layer_types") or ()) - {"full_attention"}
+    if kinds:
+        problems.append(f"layer_types holds {sorted(kinds)} (only 'full_attention')")
+    return problems
+
+
+def rope_frequencies(config: SDARConfig, position_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """RoPE's inverse frequencies [head_dim / 2] and the factor on cos/sin, as transformers
+    computes them for Qwen3 (modeling_rope_utils' _compute_{default,linear_scaling,
+    dynamic_ntk,yarn}_parameters). `dynamic` depends on the longest position of the call,
+    computed on the device so that a captured CUDA graph stays valid; within
+    max_position_embeddings it equals the default."""
+    dim, base, kind = config.head_dim, config.rope_theta, rope_type(config)
+    scaling = config.rope_scaling or {}
+    exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=position_ids.device).float() / dim
+    if kind == "dynamic":
+        factor, longest = scaling["factor"], config.max_position_embeddings
+        seq_len = torch.clamp(position_ids.max() + 1, min=longest).float()
+        grown = base * ((factor * seq_len / longest) - (factor - 1)) ** (dim / (dim - 2))
+        return 1.0 / (grown**exponent), 1.0
+    inv_freq = 1.0 / (base**exponent)
+    if kind == "linear":
+        return inv_freq / scaling["factor"], 1.0
+    if kind == "yarn":
+        return yarn_frequencies(config, inv_freq)
+    return inv_freq, 1.0
+
+
+def yarn_frequencies(config: SDARConfig, inv_freq: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """YaRN: high frequencies kept, low ones interpolated by `factor`, a linear ramp between
+    (over the dimensions whose wavelengths are beta_fast..beta_slow turns of the original
+    context), and cos/sin scaled by 0.1 ln(factor) + 1."""
+    scaling, dim, base = config.rope_scaling or {}, config.head_dim, config.rope_theta
+    # As transformers: a top-level original_max_position_embeddings wins over rope_scaling's.
+    original = (config.extra.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
+                or config.max_position_embeddings)
+    factor = scaling.get("factor") or config.max_position_embeddings / original
+
+    def mscale(scale: float, weight: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+            attention = mscale(factor, scaling["mscale"]) / mscale(factor, scaling["mscale_all_dim"])
+        else:
+            attention = mscale(factor)
+
+    def correction_dim(turns: float) -> float:
+        return (dim * math.log(original / (turns * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(scaling.get("beta_fast") or 32), correction_dim(scaling.get("beta_slow") or 1)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp  # 1: the original frequency, 0: interpolated
+    return (inv_freq / factor) * (1 - keep) + inv_freq * keep, float(attention)
+
+
 def rotary_cos_sin(
-    position_ids: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+    position_ids: torch.Tensor, config: SDARConfig, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE tables for [B, T] positions, as Qwen3 computes them (float32, then cast)."""
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=position_ids.device).float() / head_dim
-    inv_freq = 1.0 / (theta**exponent)
+    inv_freq, attention = rope_frequencies(config, position_ids)
     freqs = position_ids[..., None].float() * inv_freq
     angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
+    cos, sin = angles.cos(), angles.sin()
+    if attention != 1.0:
+        cos, sin = cos * attention, sin * attention
+    return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -325,7 +427,7 @@ class SDARForCausalLM(nn.Module):
         elif attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
         x = self.model.embed_tokens(input_ids)
-        cos, sin = rotary_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta, x.dtype)
+        cos, sin = rotary_cos_sin(position_ids, cfg, x.dtype)
         run = layer_runner or DecoderLayer.__call__
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None

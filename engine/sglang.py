@@ -45,7 +45,8 @@ def candidates_from_response(body: Any, task: prompts.Task, seconds: float) -> l
         finish = meta.get("finish_reason") or {}
         reason = "length" if isinstance(finish, dict) and finish.get("type") == "length" else "eos"
         raw = item["text"]
-        candidates.append(Candidate(task.to_text(raw), int(meta.get("completion_tokens", 0)), 0, seconds, reason, raw))
+        text, extraction = task.to_text(raw)
+        candidates.append(Candidate(text, int(meta.get("completion_tokens", 0)), 0, seconds, reason, raw, extraction))
     return candidates
 
 

@@ -25,28 +25,30 @@ def prompt(length: int) -> list[int]:
 def test_transfer_schedule_spreads_the_remainder_first():
     assert transfer_schedule(4, 4) == [1, 1, 1, 1]
     assert transfer_schedule(4, 3) == [2, 1, 1]
-    assert transfer_schedule(3, 4) == [1, 1, 1]  # never a step that commits nothing
+    assert transfer_schedule(3, 4) == [1, 1, 1, 0]  # the default preset asks for min(steps, masked)
     assert transfer_schedule(8, 1) == [8]
 
 
 def test_choose_commits_per_strategy():
     masked = torch.tensor([[True, True, False, True]])
     confidence = torch.tensor([[0.2, 0.95, 0.99, 0.92]])
-    k = torch.tensor([1])
-    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, k).tolist() == [[True, False, False, False]]
-    assert choose_commits(Sampling(), masked, confidence, k).tolist() == [[False, True, False, False]]
+    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, 1).tolist() == [[True, False, False, False]]
+    assert choose_commits(Sampling(), masked, confidence, 1).tolist() == [[False, True, False, False]]
     dynamic = Sampling(strategy="low_confidence_dynamic", threshold=0.9)
-    assert choose_commits(dynamic, masked, confidence, k).tolist() == [[False, True, False, True]]
+    assert choose_commits(dynamic, masked, confidence, 1).tolist() == [[False, True, False, True]]
     low = torch.tensor([[0.2, 0.3, 0.99, 0.1]])  # nothing above the threshold: still k
-    assert choose_commits(dynamic, masked, low, torch.tensor([2])).tolist() == [[True, True, False, False]]
+    assert choose_commits(dynamic, masked, low, 2).tolist() == [[True, True, False, False]]
 
 
 def test_filter_logits_top_k_and_top_p():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     assert torch.isinf(filter_logits(logits, 2, 1.0)).tolist() == [[False, False, True, True]]
-    assert torch.isinf(filter_logits(logits, 0, 0.8)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.79)).tolist() == [[False, False, True, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.81)).tolist() == [[False, False, False, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.1)).tolist() == [[False, True, True, True]]
+    # As SDAR/DICE: top-k keeps every token tied with the k-th.
+    tied = torch.tensor([[3.0, 1.0, 1.0, 0.0]])
+    assert torch.isinf(filter_logits(tied, 2, 1.0)).tolist() == [[False, False, False, True]]
 
 
 @pytest.mark.parametrize("prompt_len", [8, 10, 3])

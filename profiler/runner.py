@@ -1,63 +1,37 @@
-"""The sandboxed side: `python -m profiler.runner FOLDER` reads FOLDER/request.json, builds,
-verifies and times, and writes FOLDER/result.json (a Verdict as JSON).
+"""The harness: `python -m profiler.runner CONTROL_FD PHASE_FD RESULT_FD`, started only by
+profiler.sandbox (behind its keeper), in a fresh process per request.
 
-Only profiler.sandbox starts this, in a fresh process per candidate. CUDA errors that poison
-the context (illegal address, launch failure, out of memory) become a "crash" verdict naming
-the phase they happened in; the process then exits at once, since the context is unusable.
+It reads the request and the run's nonce from the control pipe, builds, verifies and times,
+and writes a *measurement* (raw numbers: timing samples, which input set failed and how,
+build records; see profiler.verdict) to the result pipe. It never decides a verdict: the
+judge's process does that, from the measurement and its own checks. CUDA errors that poison
+the context end the process at once after reporting where they happened.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import sys
 import threading
 import traceback
-from pathlib import Path
 
-from profiler.results import Verdict
+from profiler.sandbox.channel import Phase, read_control, write_result
 
-PHASE_FILE = "phase"
-# Phases that do not count against a candidate's time limit (they have one of their own):
-# starting Python and importing torch/CuPy, and compiling.
-BUILD_PHASES = ("start-up", "compile", "compile baseline", "build extension", "torch.compile")
 # Phases in which a failure means the candidate did not build.
-_BUILDING = ("compile", "load candidate", "build extension")
-
-# Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
-_FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
-                "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
+BUILDING = ("compile", "load candidate", "build extension")
 
 
-class Phase:
-    """What the runner is doing now, so that an exception can say where it happened, and so
-    that the sandbox can tell building (which has a limit of its own) from running."""
-
-    current = "start-up"
-
-    @classmethod
-    def set(cls, name: str) -> None:
-        cls.current = name
-        folder = os.environ.get("DICE_SANDBOX_DIR")
-        if folder:
-            Path(folder, PHASE_FILE).write_text(name)
+def fault_measurement(exc: BaseException) -> dict:
+    """What went wrong, as raw facts (profiler.verdict decides crash or error)."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) and exc.name in ("cupy", "torch") else None
+    return {"outcome": "fault", "phase": Phase.current, "building": Phase.current in BUILDING,
+            "error": f"{type(exc).__name__}: {exc}".strip()[:4000], "missing_module": missing,
+            "traceback": traceback.format_exc()[-3000:]}
 
 
-def fault_verdict(exc: BaseException) -> Verdict:
-    if isinstance(exc, ModuleNotFoundError) and exc.name in ("cupy", "torch"):
-        hint = "pip install 'dice-lsp[gpu]' (cupy-cuda13x)" if exc.name == "cupy" else "pip install torch"
-        return Verdict.failed("error", f"the profiler needs {exc.name} to run kernels here: {hint}")
-    text = f"{type(exc).__name__}: {exc}".strip()
-    first_line = text.splitlines()[0][:400]
-    fault = any(word.lower() in text.lower() for word in _FAULT_WORDS)
-    status = "crash" if fault else "error"
-    return Verdict.failed(status, f"{Phase.current}: {first_line}", compiled=Phase.current not in _BUILDING,
-                          extra={"traceback": traceback.format_exc()[-3000:]})
-
-
-def run(request: dict) -> Verdict:
+def run(request: dict) -> dict:
     kind = request["kind"]
     if kind == "cuda":
         from profiler.cuda_run import run_cuda
@@ -90,17 +64,16 @@ def die_with_parent(deadline_s: float) -> None:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0])
+    control_fd, phase_fd, result_fd = map(int, argv)
+    Phase.open(phase_fd)
     Phase.set("start-up")
-    request = json.loads((folder / "request.json").read_text())
+    request, nonce = read_control(control_fd)
     die_with_parent(float(request.get("hard_deadline_s", 3600)))
     try:
-        verdict = run(request)
-    except BaseException as exc:  # a verdict, whatever went wrong: the parent must hear of it
-        verdict = fault_verdict(exc)
-    tmp = folder / "result.json.tmp"
-    tmp.write_text(json.dumps(verdict.to_json()))
-    tmp.replace(folder / "result.json")
+        measurement = run(request)
+    except BaseException as exc:  # a measurement, whatever went wrong: the judge must hear of it
+        measurement = fault_measurement(exc)
+    write_result(result_fd, nonce, measurement)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: after a GPU fault, destroying the context can hang or crash.

@@ -1,0 +1,74 @@
+"""What a sandboxed process is given: an environment from an allowlist, and resource limits.
+
+The editor's environment holds tokens and keys (cloud credentials, a model server's token,
+SSH agents); a candidate's code must see none of it. Only the variables a CUDA build and
+run need pass through; HOME, the caches and the temporary folder point into the sandbox's
+own folder, so that nothing the candidate writes there is read by anyone after it.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+
+# Exact names that pass through from the caller's environment.
+ALLOWED = frozenset({
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
+    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS",
+    "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+})
+# Prefixes that pass through: the CUDA toolkit and driver's own settings.
+ALLOWED_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "CUDNN_", "NCCL_")
+# Set by the sandbox, whatever the caller's environment says.
+OWN = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR", "PYTHONPATH")
+
+# The folder that holds the `profiler` package, so the child imports this same code.
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+# Bytes one file may reach (a load_inline build writes object files of some hundred MB).
+FILE_SIZE_LIMIT = 8 << 30
+OPEN_FILES_LIMIT = 4096
+
+
+def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str] | None = None,
+                        source: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's whole environment: the allowlisted part of `source` (this process's
+    environment by default), `overrides` (only allowlisted names), and the sandbox's own
+    folders. `extensions` is the load_inline build folder of this run alone."""
+    source = os.environ if source is None else source
+    env = {k: v for k, v in {**source, **(overrides or {})}.items() if allowed(k)}
+    # The interpreter's own bin folder first: ninja (a pip package) lives there.
+    env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
+    home = folder / "home"
+    for sub in (home, home / "tmp", home / "cache", extensions):
+        sub.mkdir(parents=True, exist_ok=True)
+    env.update({
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "TORCH_EXTENSIONS_DIR": str(extensions),
+        "CUPY_CACHE_DIR": str(home / "cache" / "cupy"),
+        "PYTHONPATH": PACKAGE_ROOT,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    })
+    return env
+
+
+def allowed(name: str) -> bool:
+    return name not in OWN and (name in ALLOWED or name.startswith(ALLOWED_PREFIXES))
+
+
+def limit_resources(cpu_seconds: float) -> None:
+    """Run in the child before the harness starts. No address-space limit: a CUDA context
+    reserves far more virtual memory than it uses, and RLIMIT_AS breaks it. No process
+    limit: RLIMIT_NPROC counts every process of the user, not only the sandbox's."""
+    cpu = int(cpu_seconds) + 1
+    for which, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
+                         (resource.RLIMIT_NOFILE, OPEN_FILES_LIMIT), (resource.RLIMIT_CPU, cpu)):
+        _, hard = resource.getrlimit(which)
+        soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (soft, soft if which == resource.RLIMIT_CPU else hard))

@@ -25,7 +25,7 @@ from profiler.sandbox import Cancelled, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
-from profiler.verdict import from_outcome, torch_compile_ms
+from profiler.verdict import against_reference, from_outcome, reference_ms, torch_compile_ms
 
 INPUT_SETS = 3  # checked before timing; one more is checked after it
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
@@ -250,7 +250,8 @@ def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit
 
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
-                         should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None) -> Verdict:
+                         should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
+                         reference: float | None = None) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
@@ -260,29 +261,33 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     flags = static_flags(candidate, baseline) if candidate is not None else []
     outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds)
     verdict = from_outcome(outcome, flags=flags)
+    if with_compile and verdict.time_ms is not None:
+        reference = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+    verdict = against_reference(verdict, reference)
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
         verdict = _compile_only(candidate, path) or verdict
         if flags:
             verdict.extra["flags"] = flags
-    if with_compile and verdict.time_ms is not None:
-        _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
     return verdict
 
 
-def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float, should_cancel) -> None:
+def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float,
+                       should_cancel) -> float | None:
     """torch.compile(Model) as a second baseline, in a sandbox of its own (it may be slow or
-    fail: then the verdict says so and keeps the eager comparison)."""
+    fail: then the verdict says so and keeps the eager comparison). Returns eager Model's
+    time from that process (no candidate code ran there), or None."""
     request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
                "seeds": _seeds(), "time_budget_s": _time_budget(time_limit)}
-    compile_ms, why = torch_compile_ms(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+    compile_ms, eager_ms, why = torch_compile_ms(run_sandboxed(request, time_limit, should_cancel=should_cancel))
     if compile_ms is None:
         verdict.extra["torch_compile"] = f"not timed: {why}"
-        return
+        return None
     verdict.extra["compile_ms"] = compile_ms
     verdict.extra["speedup_vs_compile"] = compile_ms / verdict.time_ms
     verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
+    return eager_ms
 
 
 def half_the_cpus() -> int:
@@ -329,15 +334,26 @@ def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_li
             pass
 
 
+def _reference_ms(baseline: str, candidates: list[str | None], path: str, time_limit: float,
+                  should_cancel) -> float | None:
+    """Model alone, timed once in a process that runs no candidate code: what each
+    candidate's process must agree with about the baseline (profiler.verdict)."""
+    if gpu_name() is None or all(c is None for c in candidates) or python_check(baseline, path):
+        return None
+    return reference_ms(_kernelbench_run(baseline, None, path, time_limit, should_cancel, None))
+
+
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
     builds = VerifiedBuilds()
     try:
         _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel, builds)
+        reference = _reference_ms(baseline, candidates, path, time_limit, should_cancel)
         # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
         return _each(candidates, on_progress, should_cancel,
                      lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
-                                                            with_compile=False, builds=builds))
+                                                            with_compile=False, builds=builds,
+                                                            reference=reference))
     finally:
         builds.close()
 

@@ -31,7 +31,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     # Reaching into the harness: its frames, its objects, raw memory.
     "introspection": (r"\bgc\.get_(?:objects|referrers|referents)\b", r"\bsys\._getframe\b", r"\bimport\s+inspect\b",
                       r"\binspect\.", r"\bctypes\b", r"/proc/self", r"\b__builtins__\b", r"\bimport\s+builtins\b",
-                      r"f_back\b", r"f_locals\b", r"f_globals\b"),
+                      r"f_back\b", r"f_locals\b", r"f_globals\b", r"/proc/",
+                      r"\bsetattr\s*\((?!\s*self\b)", r"\b__dict__\b", r"\b__globals__\b"),
     "environment": (r"\bos\.environ\b", r"\bgetenv\s*\(", r"\benviron\b"),
     "file_write": (r"\bopen\s*\([^)]*['\"][wax]b?\+?['\"]", r"\.write_(?:text|bytes)\s*\(", r"\bos\.(?:write|open|"
                    r"remove|unlink|rename|replace|symlink|link|chmod|makedirs|mkdir)\s*\(", r"\bshutil\.",

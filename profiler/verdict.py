@@ -8,11 +8,16 @@ status and message. What it cannot check it flags:
 
 - timings that do not fit the process's wall clock (by this process's clock) are
   rejected: a crash verdict, nothing measured;
+- a KernelBench baseline timed in the candidate's process that is not the baseline timed
+  in a process of its own (no candidate code) within REFERENCE_TOLERANCE is rejected: a
+  timer patched for the whole process scales both sides alike, and shows here;
 - a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspiciously
   fast: check" (flag "suspiciously_fast");
 - the candidate's source is read for patterns of cheating (profiler.static_check); each
   found is a named flag. A flagged verdict keeps its numbers but is never applied by
-  itself (dice_lsp.jobs.best_candidate): the user chooses.
+  itself (dice_lsp.jobs.best_candidate): the user chooses. A candidate that patches the
+  timer or the comparison, or reaches into the harness's memory (CHEAT_FLAGS), would
+  have written its own numbers: it gets an "error" verdict, nothing proven.
 
 Never imports torch or CuPy (numpy, for the statistics, only when a measurement arrives).
 """
@@ -29,6 +34,11 @@ SUSPICIOUS_SPEEDUP = 10.0
 # Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
 FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
                "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
+# How far the baseline timed beside the candidate may be from the baseline timed alone.
+REFERENCE_TOLERANCE = 3.0
+# Flags under which the harness's numbers are the candidate's to choose.
+CHEAT_FLAGS = {"timer_patch": "patches a timer", "comparison_patch": "patches a comparison or the profiler",
+               "introspection": "reaches into the harness (frames, objects, raw memory)"}
 MISSING_MODULE_HINTS = {"cupy": "pip install 'dice-lsp[gpu]' (cupy-cuda13x)", "torch": "pip install torch"}
 
 
@@ -55,6 +65,13 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **f
     if outcome.escaped:
         flags = [*(flags or []), "escaped_sandbox"]
         verdict.message += f"; {outcome.escaped} process(es) outlived the sandbox's keeper and were killed"
+    cheats = [name for name in flags or [] if name in CHEAT_FLAGS]
+    if cheats and verdict.status in ("faster", "not_faster", "correct_untimed"):
+        reasons = "; ".join(f"{CHEAT_FLAGS[name]} ({name})" for name in cheats)
+        untrusted = verdict
+        verdict = Verdict.failed("error", f"not judged: the candidate {reasons}, so its measurements are its own",
+                                 compiled=untrusted.compiled, gpu=untrusted.gpu, kernel=untrusted.kernel,
+                                 extra={"untrusted_message": untrusted.message})
     if flags:
         _flag(verdict, *flags)
     return verdict
@@ -232,17 +249,45 @@ def _escaped(m: dict, extra: dict) -> Verdict | None:
                    f"Model, correct on {checked} input sets", inputs_checked=checked, extra=extra, **_common(m))
 
 
-def torch_compile_ms(outcome: SandboxOutcome) -> tuple[float | None, str]:
-    """torch.compile(Model)'s median time from its own sandboxed run, or (None, why not)."""
+def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
+    """`verdict` when its baseline time agrees with the baseline timed alone (reference_ms,
+    in a process that ran no candidate code), else a crash: the candidate's process timed
+    what did not happen."""
+    if reference_ms is None or verdict.baseline_ms is None or verdict.speedup_ci is None:
+        return verdict
+    ratio = verdict.baseline_ms / reference_ms
+    if 1 / REFERENCE_TOLERANCE <= ratio <= REFERENCE_TOLERANCE:
+        verdict.extra["reference_ms"] = reference_ms
+        return verdict
+    rejected = Verdict.failed("crash", f"crashed: measurements rejected: the baseline timed beside the candidate "
+                                       f"({verdict.baseline_ms:.4f} ms) is not the baseline timed alone "
+                                       f"({reference_ms:.4f} ms)", compiled=verdict.compiled, gpu=verdict.gpu,
+                              kernel=verdict.kernel, extra={"untrusted_message": verdict.message})
+    for name in verdict.extra.get("flags", []):
+        _flag(rejected, name)
+    return rejected
+
+
+def reference_ms(outcome: SandboxOutcome) -> float | None:
+    """The median time of Model alone from a profiling run of the baseline (no candidate)."""
     if outcome.status != "ok":
-        return None, outcome.why()
+        return None
+    verdict = from_outcome(outcome)
+    return verdict.time_ms if verdict.status == "not_faster" and verdict.baseline_ms is None else None
+
+
+def torch_compile_ms(outcome: SandboxOutcome) -> tuple[float | None, float | None, str]:
+    """(torch.compile(Model)'s median time, eager Model's, "") from their own sandboxed run,
+    or (None, None, why not)."""
+    if outcome.status != "ok":
+        return None, None, outcome.why()
     m = outcome.result
     if m.get("outcome") != "torch_compile":
-        return None, from_outcome(outcome).message
+        return None, None, from_outcome(outcome).message
     try:
-        _, compiled = _timing({**m, "profiling": False}, outcome.seconds)
+        eager, compiled = _timing({**m, "profiling": False}, outcome.seconds)
     except (Rejected, KeyError, TypeError, ValueError) as exc:
-        return None, f"measurements rejected: {exc}"
+        return None, None, f"measurements rejected: {exc}"
     from profiler.stats import summarize
 
-    return summarize(compiled).median_ms, ""
+    return summarize(compiled).median_ms, summarize(eager).median_ms, ""

@@ -289,3 +289,29 @@ def test_a_flagged_verdict_is_never_applied_by_itself():
     assert honest.status == "faster" and "flags" not in honest.extra
     assert best_candidate([flagged, honest]) == 1
     assert best_candidate([flagged]) is None
+
+
+def test_a_baseline_timed_unlike_the_baseline_alone_is_rejected():
+    from profiler.verdict import against_reference
+
+    # A timer patched for the whole process scales the baseline's runs too: 50x faster
+    # "measured" against a baseline that took 0.5 ms here and 25 ms alone.
+    measured = from_measurement({**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}},
+                                wall_s=5.0)
+    assert against_reference(measured, 0.6) is measured and measured.extra["reference_ms"] == 0.6
+    rejected = against_reference(measured, 25.0)
+    assert_nothing_proven(rejected)
+    assert rejected.status == "crash" and "timed alone" in rejected.message
+
+
+def test_a_cheating_pattern_means_nothing_is_proven():
+    from profiler.sandbox import SandboxOutcome
+    from profiler.verdict import from_outcome
+
+    honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}}
+    outcome = SandboxOutcome("ok", honest, 0, "", 5.0)
+    assert from_outcome(outcome, flags=["threads"]).status == "faster"  # flagged, still measured
+    verdict = from_outcome(outcome, flags=["timer_patch"])
+    assert_nothing_proven(verdict)
+    assert verdict.status == "error" and "patches a timer" in verdict.message
+    assert verdict.extra["flags"] == ["timer_patch"]

@@ -34,6 +34,7 @@ from typing import Callable
 
 from profiler.sandbox.channel import accept_result, control_message
 from profiler.sandbox.environment import sandbox_environment
+from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
 
 POLL_S = 0.05
@@ -179,7 +180,7 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
     with open(folder / "stderr.log", "wb") as err:
         try:
             keeper = subprocess.Popen(
-                [sys.executable, "-m", "profiler.sandbox.keeper", str(time_limit + BUILD_LIMIT_S + 60.0), "--",
+                [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
                  sys.executable, "-m", "profiler.runner", *map(str, child_fds)],
                 cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
                 start_new_session=True, pass_fds=child_fds,

@@ -1,4 +1,4 @@
-"""What a sandboxed process is given: an environment from an allowlist, and resource limits.
+"""What a sandboxed process is given: an environment from an allowlist.
 
 The editor's environment holds tokens and keys (cloud credentials, a model server's token,
 SSH agents); a candidate's code must see none of it. Only the variables a CUDA build and
@@ -9,7 +9,6 @@ own folder, so that nothing the candidate writes there is read by anyone after i
 from __future__ import annotations
 
 import os
-import resource
 import sys
 from pathlib import Path
 
@@ -27,10 +26,6 @@ OWN = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_D
 
 # The folder that holds the `profiler` package, so the child imports this same code.
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-
-# Bytes one file may reach (a load_inline build writes object files of some hundred MB).
-FILE_SIZE_LIMIT = 8 << 30
-OPEN_FILES_LIMIT = 4096
 
 
 def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str] | None = None,
@@ -60,15 +55,3 @@ def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str
 
 def allowed(name: str) -> bool:
     return name not in OWN and (name in ALLOWED or name.startswith(ALLOWED_PREFIXES))
-
-
-def limit_resources(cpu_seconds: float) -> None:
-    """Run in the child before the harness starts. No address-space limit: a CUDA context
-    reserves far more virtual memory than it uses, and RLIMIT_AS breaks it. No process
-    limit: RLIMIT_NPROC counts every process of the user, not only the sandbox's."""
-    cpu = int(cpu_seconds) + 1
-    for which, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
-                         (resource.RLIMIT_NOFILE, OPEN_FILES_LIMIT), (resource.RLIMIT_CPU, cpu)):
-        _, hard = resource.getrlimit(which)
-        soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (soft, soft if which == resource.RLIMIT_CPU else hard))

@@ -1,4 +1,4 @@
-"""`python -m profiler.sandbox.keeper CPU_SECONDS -- ARGV...`: the process between the judge
+"""`python -I -S keeper.py CPU_SECONDS -- ARGV...`: the process between the judge
 and the sandboxed harness, so that nothing the candidate starts outlives the sandbox.
 
 A process-group kill misses a child that called setsid(), and a double fork hands the
@@ -10,22 +10,37 @@ status (a signal as 128 + its number). It dies with the judge (PR_SET_PDEATHSIG)
 
 The keeper runs no candidate code; the candidate can still kill it (same user), which the
 judge notices (the keeper's exit status) and reports; see profiler.sandbox for the second
-net that follows.
+net that follows. It imports nothing but the standard library, so that it starts in
+milliseconds, run by path with site and the environment ignored.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import sys
-
-from profiler.sandbox.environment import limit_resources
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 # Exit code of a keeper whose harness could not be started.
 EXEC_FAILED = 127
+# Bytes one file may reach (a load_inline build writes object files of some hundred MB).
+FILE_SIZE_LIMIT = 8 << 30
+OPEN_FILES_LIMIT = 4096
+
+
+def limit_resources(cpu_seconds: float) -> None:
+    """Set in the harness before it starts. No address-space limit: a CUDA context reserves
+    far more virtual memory than it uses, and RLIMIT_AS breaks it. No process limit:
+    RLIMIT_NPROC counts every process of the user, not only the sandbox's."""
+    cpu = int(cpu_seconds) + 1
+    for which, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT),
+                         (resource.RLIMIT_NOFILE, OPEN_FILES_LIMIT), (resource.RLIMIT_CPU, cpu)):
+        _, hard = resource.getrlimit(which)
+        soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (soft, soft if which == resource.RLIMIT_CPU else hard))
 
 
 def _prctl(option: int, value: int) -> None:

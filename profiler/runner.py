@@ -65,7 +65,7 @@ def die_with_parent(deadline_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     control_fd, phase_fd, result_fd = map(int, argv)
-    Phase.open(phase_fd)
+    Phase.open(phase_fd, control_fd)
     Phase.set("start-up")
     request, nonce = read_control(control_fd)
     die_with_parent(float(request.get("hard_deadline_s", 3600)))

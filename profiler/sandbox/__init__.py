@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from profiler.sandbox.channel import accept_result, control_message
+from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, accept_result, control_message
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
@@ -83,24 +83,49 @@ class SandboxOutcome:
         return how + (f": {last[0][:300]}" if last else "")
 
 
-class _Reader(threading.Thread):
-    """Reads one pipe to its end (the judge must drain pipes while the child writes)."""
+class _ResultReader(threading.Thread):
+    """Reads the result pipe to its end (the judge must drain it while the harness writes)."""
 
-    def __init__(self, fd: int, on_line: Callable[[bytes], None] | None = None):
+    def __init__(self, fd: int):
         super().__init__(daemon=True)
-        self.fd, self.on_line, self.data = fd, on_line, bytearray()
+        self.fd, self.data = fd, bytearray()
 
     def run(self) -> None:
         with os.fdopen(self.fd, "rb", buffering=0) as pipe:
             while chunk := pipe.read(65536):
-                if self.on_line is None:
-                    self.data += chunk
-                    continue
                 self.data += chunk
-                *lines, rest = bytes(self.data).split(b"\n")
-                self.data = bytearray(rest)
-                for line in lines:
-                    self.on_line(line)
+                if len(self.data) > MAX_RESULT_BYTES:
+                    return  # rejected as too large; the rest is not read
+
+
+class _PhaseReader(threading.Thread):
+    """Reads the harness's phases until it says candidate code comes next, then closes the
+    phase pipe and only then lets the harness go on (one byte on the control pipe). So no
+    end of the phase pipe is left anywhere (not even this process's, which /proc/PID/fd
+    would let a process of the same user reopen for writing) once candidate code runs."""
+
+    def __init__(self, fd: int, control: int, request: bytes):
+        super().__init__(daemon=True)
+        self.fd, self.control, self.request = fd, control, request
+        self.phases: list[str] = []
+
+    def run(self) -> None:
+        try:
+            written = 0
+            while written < len(self.request):
+                written += os.write(self.control, self.request[written:])
+            with os.fdopen(self.fd, "rb", buffering=0) as pipe:
+                for line in pipe:
+                    if line.rstrip(b"\n") == CANDIDATE_NEXT:
+                        break
+                    self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
+                else:
+                    return  # the harness ended without running candidate code
+            os.write(self.control, GO)
+        except OSError:
+            pass  # the harness is gone; its exit says why
+        finally:
+            os.close(self.control)
 
 
 def _compiling(root: int) -> bool:
@@ -173,7 +198,6 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
     phase_r, phase_w = os.pipe()
     result_r, result_w = os.pipe()
     child_fds = (control_r, phase_w, result_w)
-    phases: list[str] = []
     work = folder / "work"
     work.mkdir()
     started = time.monotonic()
@@ -188,15 +212,11 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
         finally:
             for fd in child_fds:
                 os.close(fd)
-        phase_reader = _Reader(phase_r, lambda line: phases.append(line.decode(errors="replace")))
-        result_reader = _Reader(result_r)
+        phase_reader = _PhaseReader(phase_r, control_w, control_message(request, nonce))
+        result_reader = _ResultReader(result_r)
         phase_reader.start()
         result_reader.start()
-        with os.fdopen(control_w, "wb") as control:
-            try:
-                control.write(control_message(request, nonce))
-            except BrokenPipeError:
-                pass  # the harness died at once; its exit says why
+        phases = phase_reader.phases
         timed_out, build_s, last, last_scan, compiling = False, 0.0, started, 0.0, False
         try:
             while keeper.poll() is None:

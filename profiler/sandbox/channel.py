@@ -1,10 +1,13 @@
 """The pipes between the judge and a sandboxed harness, both ends.
 
-Three pipes, created by the judge and inherited by the harness as numbered descriptors:
-- control (judge -> harness): the request and a fresh random nonce, read whole and closed
-  by the harness before any document's code runs;
-- phase (harness -> judge): what the harness is doing, one name a line; the harness closes
-  it before a candidate's Python runs, so that no candidate can claim to be building;
+Three pipes, created by the judge and inherited by the harness as numbered descriptors
+(the keeper between them keeps no copy):
+- control (judge -> harness): the request and a fresh random nonce, one JSON line; later
+  one byte, GO, that lets the harness run candidate code;
+- phase (harness -> judge): what the harness is doing, one name a line. Before a
+  candidate's Python runs, the harness sends CANDIDATE_NEXT, closes its end and waits for
+  GO, which the judge sends once it has closed its own end: from then on the pipe exists
+  nowhere, and no candidate can claim to be building;
 - result (harness -> judge): one JSON object, {"nonce", "measurement"}, written once at the
   end. The judge accepts the stream only if it is exactly one such object carrying the
   nonce; anything else is a crash. Nothing on disk is read back.
@@ -23,6 +26,8 @@ import json
 import os
 
 MAX_RESULT_BYTES = 64 << 20
+CANDIDATE_NEXT = b"#candidate-code-next"
+GO = b"!"
 
 
 class Phase:
@@ -31,10 +36,11 @@ class Phase:
 
     current = "start-up"
     _fd: int | None = None
+    _control: int | None = None
 
     @classmethod
-    def open(cls, fd: int) -> None:
-        cls._fd = fd
+    def open(cls, fd: int, control: int) -> None:
+        cls._fd, cls._control = fd, control
 
     @classmethod
     def set(cls, name: str) -> None:
@@ -44,17 +50,31 @@ class Phase:
 
     @classmethod
     def close(cls, last: str) -> None:
-        """Report `last` and close the phase pipe for good: candidate code runs next."""
+        """Report `last`, close the phase pipe for good and wait until the judge has closed
+        its end too: candidate code runs next."""
         cls.set(last)
-        if cls._fd is not None:
-            os.close(cls._fd)
-            cls._fd = None
+        if cls._fd is None:
+            return
+        os.write(cls._fd, CANDIDATE_NEXT + b"\n")
+        os.close(cls._fd)
+        cls._fd = None
+        go = os.read(cls._control, 1)
+        os.close(cls._control)
+        cls._control = None
+        if go != GO:
+            raise RuntimeError("the judge did not let candidate code run")
 
 
 def read_control(fd: int) -> tuple[dict, str]:
-    """The harness's side: (request, nonce), the pipe read to its end and closed."""
-    with os.fdopen(fd, "rb") as pipe:
-        message = json.loads(pipe.read())
+    """The harness's side: (request, nonce), one JSON line; the pipe stays open for GO
+    (which the judge sends only after the harness has read the request and asked)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise EOFError("the control pipe closed before the request ended")
+        line += chunk
+    message = json.loads(line)
     return message["request"], message["nonce"]
 
 
@@ -64,7 +84,7 @@ def write_result(fd: int, nonce: str, measurement: dict) -> None:
 
 
 def control_message(request: dict, nonce: str) -> bytes:
-    return json.dumps({"request": request, "nonce": nonce}).encode()
+    return json.dumps({"request": request, "nonce": nonce}).encode() + b"\n"
 
 
 def accept_result(data: bytes, nonce: str) -> tuple[dict | None, str]:

@@ -126,6 +126,14 @@ def main(argv: list[str]) -> int:
             os.execv(command[0], command)
         finally:
             os._exit(EXEC_FAILED)
+    # Only the harness holds the pipes to the judge: a copy here could be reopened through
+    # /proc/KEEPER/fd by the candidate, after the harness closed its own.
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     status = None
     try:
         while status is None:

@@ -148,6 +148,23 @@ while True:
         except OSError:
             pass
     open(os.path.join(folder, "phase"), "w").write("build extension")
+    # and every pipe its ancestors read from, reopened for writing through /proc
+    pid = os.getpid()
+    for _ in range(4):
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                flags = int(open(f"/proc/{pid}/fdinfo/{fd}").read().split("flags:")[1].split()[0], 8)
+                if flags & 3 == 0 and os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+                    end = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(end, b"compile\\n")
+                    os.close(end)
+            except (OSError, IndexError, ValueError):
+                pass
     time.sleep(0.05)
 """)
     started = time.monotonic()

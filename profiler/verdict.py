@@ -151,7 +151,7 @@ def _timing(m: dict, wall_s: float) -> tuple[list[float] | None, list[float]]:
 
 
 def _timing_json(base: list[float] | None, cand: list[float], seconds: float) -> dict:
-    from profiler.stats import summarize
+    from profiler.measure.stats import summarize
 
     if base is None:
         return summarize(cand).to_json()
@@ -173,7 +173,7 @@ def _wrong(m: dict, wall_s: float) -> Verdict:
 
 
 def _measured(m: dict, wall_s: float) -> Verdict:
-    from profiler.stats import CI_METHOD, speedup_interval, summarize
+    from profiler.measure.stats import CI_METHOD, speedup_interval, summarize
 
     base, cand = _timing(m, wall_s)
     extra = dict(m.get("extra", {}))
@@ -227,7 +227,7 @@ def _measured(m: dict, wall_s: float) -> Verdict:
 
 def _escaped(m: dict, extra: dict) -> Verdict | None:
     """The not-faster verdict of work that escaped the CUDA events, or None."""
-    from profiler.timing import EscapeCheck, escaped_timer
+    from profiler.measure.timing import EscapeCheck, escaped_timer
 
     raw = m["escape"]
     checks = {side: EscapeCheck(float(raw[side]["event_ms"]), float(raw[side]["wall_ms"]))
@@ -288,6 +288,6 @@ def torch_compile_ms(outcome: SandboxOutcome) -> tuple[float | None, float | Non
         eager, compiled = _timing({**m, "profiling": False}, outcome.seconds)
     except (Rejected, KeyError, TypeError, ValueError) as exc:
         return None, None, f"measurements rejected: {exc}"
-    from profiler.stats import summarize
+    from profiler.measure.stats import summarize
 
     return summarize(compiled).median_ms, summarize(eager).median_ms, ""

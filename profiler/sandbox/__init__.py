@@ -1,4 +1,4 @@
-"""Run one request in a fresh harness process (`python -m profiler.runner`), behind a keeper.
+"""Run one request in a fresh harness process (`python -m profiler.run.harness`), behind a keeper.
 
 The boundary, as the judge's side enforces it:
 - the process gets an allowlisted environment (profiler.sandbox.environment), HOME and its
@@ -177,7 +177,7 @@ def run_sandboxed(request: dict, time_limit: float, *,
                   should_cancel: Callable[[], bool] | None = None,
                   env: dict[str, str] | None = None,
                   extensions: Path | None = None) -> SandboxOutcome:
-    """Run `request` through profiler.runner in a new process; raises Cancelled when
+    """Run `request` through profiler.run.harness in a new process; raises Cancelled when
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
     (default: a fresh one inside the sandbox)."""
@@ -205,7 +205,7 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
         try:
             keeper = subprocess.Popen(
                 [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
-                 sys.executable, "-m", "profiler.runner", *map(str, child_fds)],
+                 sys.executable, "-m", "profiler.run.harness", *map(str, child_fds)],
                 cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
                 start_new_session=True, pass_fds=child_fds,
             )

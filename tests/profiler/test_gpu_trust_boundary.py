@@ -73,8 +73,8 @@ torch.testing.assert_close = lambda *args, **kwargs: None
 
 PATCHED_PROFILER_COMPARE = """
 import sys as _sys
-_sys.modules["profiler.verify"].compare = lambda *args, **kwargs: None
-_sys.modules["profiler.kernelbench"].compare = lambda *args, **kwargs: None
+_sys.modules["profiler.measure.verify"].compare = lambda *args, **kwargs: None
+_sys.modules["profiler.run.kernelbench"].compare = lambda *args, **kwargs: None
 """ + WRONG_NEW
 
 

@@ -10,7 +10,7 @@ A second, short measurement catches work that escapes the events (launched on an
 stream): per run, wall-clock time from launch to a device synchronize against event time.
 
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
-PyTorch modules (KernelBench); profiler.device builds them.
+PyTorch modules (KernelBench); profiler.run.device builds them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from profiler.stats import Speedup, TimeSummary, speedup_interval, summarize
+from profiler.measure.stats import Speedup, TimeSummary, speedup_interval, summarize
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 WARMUP_RUNS = 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profiler.timing import L2_FLUSH_BYTES, DeviceOps, time_one
+from profiler.measure.timing import L2_FLUSH_BYTES, DeviceOps, time_one
 
 PEAK_COPY_BYTES = 1 << 30
 

@@ -30,8 +30,8 @@ from profiler.dtypes import itemsize, storage_dtype
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.timing import sample_one, time_pair
-from profiler.verify import compare, is_float, poison_byte
+from profiler.measure.timing import sample_one, time_pair
+from profiler.measure.verify import compare, is_float, poison_byte
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 
@@ -249,7 +249,7 @@ def run_cuda(request: dict) -> dict:
     """The measurement of one .cu request (profiler.verdict turns it into a Verdict)."""
     import cupy
 
-    from profiler.device import cupy_ops, cupy_peak_bandwidth_gbs
+    from profiler.run.device import cupy_ops, cupy_peak_bandwidth_gbs
 
     kernel, params = request["kernel"], request["params"]
     includes = request.get("include_dirs", [])

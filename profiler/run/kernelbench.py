@@ -30,8 +30,8 @@ from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.timing import escape_check, sample_one, time_pair
-from profiler.verify import compare
+from profiler.measure.timing import escape_check, sample_one, time_pair
+from profiler.measure.verify import compare
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -319,7 +319,7 @@ def run_kernelbench(request: dict) -> dict:
 def _run_kernelbench(request: dict) -> dict:
     import torch
 
-    from profiler.device import torch_ops, torch_peak_bandwidth_gbs
+    from profiler.run.device import torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
     _strict_fp32()
@@ -401,7 +401,7 @@ def run_torch_compile(request: dict) -> dict:
     candidate's verdict by profiler.judge)."""
     import torch
 
-    from profiler.device import torch_ops
+    from profiler.run.device import torch_ops
 
     torch.set_grad_enabled(False)
     _strict_fp32()

@@ -1,4 +1,4 @@
-"""The harness: `python -m profiler.runner CONTROL_FD PHASE_FD RESULT_FD`, started only by
+"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD`, started only by
 profiler.sandbox (behind its keeper), in a fresh process per request.
 
 It reads the request and the run's nonce from the control pipe, builds, verifies and times,
@@ -34,15 +34,15 @@ def fault_measurement(exc: BaseException) -> dict:
 def run(request: dict) -> dict:
     kind = request["kind"]
     if kind == "cuda":
-        from profiler.cuda_run import run_cuda
+        from profiler.run.cuda import run_cuda
 
         return run_cuda(request)
     if kind == "kernelbench":
-        from profiler.kernelbench import run_kernelbench
+        from profiler.run.kernelbench import run_kernelbench
 
         return run_kernelbench(request)
     if kind == "torch_compile":
-        from profiler.kernelbench import run_torch_compile
+        from profiler.run.kernelbench import run_torch_compile
 
         return run_torch_compile(request)
     raise ValueError(f"unknown request kind {kind!r}")

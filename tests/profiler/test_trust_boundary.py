@@ -10,10 +10,9 @@ are in test_gpu_trust_boundary.py.)
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import secrets
-import signal
 import time
 from pathlib import Path
 
@@ -24,26 +23,10 @@ from profiler.sandbox.channel import accept_result
 from profiler.static_check import static_flags
 from profiler.verdict import SUSPICIOUS_SPEEDUP, from_measurement
 
-BASELINE = """\
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.rand(16, 16)]
-
-def get_init_inputs():
-    return []
-"""
-
-MODEL_NEW = """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.clamp(x, min=0)
-"""
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cases)
+BASELINE, MODEL_NEW, candidate = cases.BASELINE, cases.MODEL_NEW, cases.candidate
 
 # What the harness wrote before this change (a Verdict as JSON), and what it sends now.
 FORGED_VERDICT = {"status": "faster", "compiled": True, "correct": True, "speedup": 50.0,
@@ -72,18 +55,6 @@ for _fd in _os.listdir("/proc/self/fd"):
         pass
 _os._exit(0)
 """
-
-
-def candidate(module_code: str, model_new: str = MODEL_NEW) -> str:
-    return BASELINE + module_code + model_new
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def assert_nothing_proven(verdict: profiler.Verdict) -> None:
@@ -192,13 +163,7 @@ while not os.path.exists({str(pid_file)!r}):
 """)
     (verdict,) = profiler.judge(BASELINE, [escape], "relu.py", time_limit=30.0)
     assert verdict.status == "no_gpu", verdict.message
-    pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("a process the candidate started outlived the sandbox")
+    cases.assert_dies(int(pid_file.read_text()))
     assert "threads" in verdict.extra["flags"]
 
 
@@ -218,13 +183,7 @@ time.sleep(600)
 """)
     (verdict,) = profiler.judge(BASELINE, [escape], "relu.py", time_limit=30.0)
     assert verdict.status == "crash" and "keeper was killed" in verdict.message, verdict.message
-    pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("a process the candidate started outlived the sandbox")
+    cases.assert_dies(int(pid_file.read_text()))
 
 
 def _listing_candidate(report: Path, extra: str = "") -> str:

@@ -1,6 +1,7 @@
-"""Measure a .cu candidate inside the sandbox (profiler.verdict judges): build with NVRTC (CuPy), fill inputs, poison
-outputs, compare with the baseline on fresh input sets, time both interleaved, and check
-once more after timing (a kernel that is right only for the first few calls is caught).
+"""Measure a .cu candidate inside the sandbox (profiler.verdict judges): build with NVRTC
+(CuPy), fill inputs, poison outputs, compare with the baseline on fresh input sets, time
+both interleaved, and check once more after timing (a kernel that is right only for the
+first few calls is caught). The candidate is device code only: none of it runs on the host.
 
 The request (built by profiler.judge) carries the baseline's spec resolved to parameters:
     {"kind": "cuda", "kernel", "baseline": {"source", "filename"}, "candidate": ... | None,

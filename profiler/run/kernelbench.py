@@ -1,5 +1,5 @@
-"""Judge a KernelBench-format document inside the sandbox: `Model` of the baseline document
-against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
+"""Measure a KernelBench-format document inside the sandbox (profiler.verdict judges):
+`Model` of the baseline document against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
 is loaded), with the same weights, on fresh inputs from `get_inputs()`.
 
 Inputs: every set uses a fresh seed; float inputs that get_inputs() makes non-negative
@@ -8,6 +8,10 @@ them (some problems need positive inputs). Outputs: returned tensors, so "poison
 the allocator's free blocks of each output's size are filled with NaN bytes before every
 candidate run: an output the kernel leaves unwritten then reads as NaN, not as the
 baseline's last result.
+
+The candidate's Python runs in this process from the moment its document loads: the phase
+pipe is closed first (profiler.sandbox.channel), and everything measured after that is
+only as trustworthy as profiler.verdict's cross-checks make it.
 
 The request: {"kind": "kernelbench", "baseline": {"source", "filename"},
 "candidate": {...} | None, "seeds", "time_budget_s", "cuda_arch"}. A candidate of None
@@ -55,10 +59,9 @@ def _libraries(name: str) -> dict[str, float]:
 
 
 def _timing_builds_apart() -> None:
-    """Have load_inline/load report the phase "build extension" while they build, so that a
-    build of minutes does not eat the candidate's time limit (the sandbox gives builds a
-    limit of their own) while the rest of the module's code still counts; and record each
-    build in BUILDS."""
+    """Have load_inline/load set the phase "build extension" while they build, so that a
+    failure there reads as a build failure (the judge tells build time from run time on its
+    own, by the compilers it sees running); and record each build in BUILDS."""
     from torch.utils import cpp_extension
 
     for name in ("load_inline", "load"):

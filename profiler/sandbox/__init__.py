@@ -38,7 +38,7 @@ from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
 
 POLL_S = 0.05
-SCAN_S = 0.25  # how often /proc is read for compilers once candidate code runs
+SCAN_S = 0.5  # how often /proc is read for compilers once candidate code runs (a full read of /proc)
 BUILD_LIMIT_S = 600.0
 STDERR_TAIL_CHARS = 2000
 KEEPER_GRACE_S = 5.0

@@ -291,3 +291,21 @@ def test_a_cheating_pattern_means_nothing_is_proven():
     assert_nothing_proven(verdict)
     assert verdict.status == "error" and "patches a timer" in verdict.message
     assert verdict.extra["flags"] == ["timer_patch"]
+
+
+@pytest.mark.slow
+def test_a_real_build_counts_against_the_build_allowance_not_the_time_limit():
+    # The judge sees the compilers running under the sandbox (no phase the candidate
+    # reports): a C++ load_inline build of tens of seconds fits a 5 s time limit.
+    pytest.importorskip("ninja", reason="load_inline needs ninja: pip install ninja")
+    name = f"dice_allowance_{secrets.token_hex(4)}"
+    building = candidate(f"""
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name={name!r}, cpp_sources="int twice(int x) {{ return 2 * x; }}", functions=["twice"])
+assert ext.twice(21) == 42
+""")
+    started = time.monotonic()
+    (verdict,) = profiler.judge(BASELINE, [building], "relu.py", time_limit=5.0)
+    print(f"{time.monotonic() - started:.1f} s:", verdict.status, verdict.message)
+    assert verdict.status == "no_gpu", verdict.message
+    assert time.monotonic() - started > 5.0  # it did build, past the time limit

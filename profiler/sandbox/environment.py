@@ -46,11 +46,22 @@ def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str
         "XDG_CACHE_HOME": str(home / "cache"),
         "TORCH_EXTENSIONS_DIR": str(extensions),
         "CUPY_CACHE_DIR": str(home / "cache" / "cupy"),
-        "PYTHONPATH": PACKAGE_ROOT,
+        "PYTHONPATH": os.pathsep.join(python_path(source)),
         "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
     })
     return env
+
+
+def python_path(source: dict[str, str]) -> list[str]:
+    """This package first, then where the caller finds its packages outside the interpreter's
+    own: its PYTHONPATH and its user site folder (which HOME no longer leads to)."""
+    import site
+
+    paths = [PACKAGE_ROOT, *filter(None, source.get("PYTHONPATH", "").split(os.pathsep))]
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and user_site in sys.path:
+        paths.append(user_site)
+    return list(dict.fromkeys(paths))
 
 
 def allowed(name: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import secrets
 import time
 from pathlib import Path
@@ -309,3 +310,19 @@ assert ext.twice(21) == 42
     print(f"{time.monotonic() - started:.1f} s:", verdict.status, verdict.message)
     assert verdict.status == "no_gpu", verdict.message
     assert time.monotonic() - started > 5.0  # it did build, past the time limit
+
+
+def test_the_environment_is_an_allowlist(tmp_path):
+    from profiler.sandbox.environment import PACKAGE_ROOT, sandbox_environment
+
+    source = {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "1", "NVIDIA_DRIVER_CAPABILITIES": "all",
+              "TORCH_CUDA_ARCH_LIST": "9.0", "CXX": "g++", "HF_TOKEN": "secret", "AWS_SECRET_ACCESS_KEY": "secret",
+              "SSH_AUTH_SOCK": "/tmp/agent", "LD_PRELOAD": "/tmp/evil.so", "HOME": "/root",
+              "TORCH_EXTENSIONS_DIR": "/shared/cache", "PYTHONPATH": "/opt/lib", "DICE_ENGINE_TOKEN": "secret"}
+    env = sandbox_environment(tmp_path, tmp_path / "ext", {"CUDA_VISIBLE_DEVICES": "", "OTHER": "x"}, source)
+    assert "secret" not in env.values() and "SSH_AUTH_SOCK" not in env and "LD_PRELOAD" not in env
+    assert "OTHER" not in env  # overrides pass the same allowlist
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["NVIDIA_DRIVER_CAPABILITIES"] == "all"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0" and env["CXX"] == "g++" and env["PATH"].endswith("/usr/bin")
+    assert env["HOME"].startswith(str(tmp_path)) and env["TORCH_EXTENSIONS_DIR"] == str(tmp_path / "ext")
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [PACKAGE_ROOT, "/opt/lib"]

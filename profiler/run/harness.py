@@ -65,6 +65,8 @@ def die_with_parent(deadline_s: float) -> None:
 
 def main(argv: list[str]) -> int:
     control_fd, phase_fd, result_fd = map(int, argv)
+    for fd in (control_fd, phase_fd, result_fd):
+        os.set_inheritable(fd, False)  # no process this one starts holds the judge's pipes
     Phase.open(phase_fd, control_fd)
     Phase.set("start-up")
     request, nonce = read_control(control_fd)

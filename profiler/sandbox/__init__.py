@@ -209,6 +209,10 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
                 cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
                 start_new_session=True, pass_fds=child_fds,
             )
+        except BaseException:
+            for fd in (control_w, phase_r, result_r):
+                os.close(fd)
+            raise
         finally:
             for fd in child_fds:
                 os.close(fd)

@@ -3,9 +3,10 @@ kernel_static_checker: each found is a named flag on the verdict (profiler.verdi
 
 A flag is a reason to look, not proof: the judge's guarantees do not rest on it (see the
 README's threat model), and a determined candidate can hide from any regular expression.
-It catches the plain forms: work on other streams or threads, patched timers or
-comparison functions, reaching into the harness's memory, reading the environment,
-writing files. Only what the candidate adds counts: a pattern that the baseline document
+It catches the plain forms: work on other streams or threads, patched timers, comparison
+or library functions (Model runs in the candidate's process, so a patched torch.relu would
+change the baseline's answer too), reaching into the harness's memory, reading the
+environment, writing files. Only what the candidate adds counts: a pattern that the baseline document
 holds as often is the user's, not the candidate's.
 """
 
@@ -28,6 +29,10 @@ PATTERNS: dict[str, tuple[str, ...]] = {
                     r"elapsed_time|synchronize|Event|record)['\"]"),
     "comparison_patch": (rf"{_COMPARISONS}\s*=(?!=)", r"setattr\s*\([^)]*['\"](?:allclose|isclose|equal|"
                          r"assert_close|compare)['\"]", r"\bprofiler\.", r"\bsys\.modules\b"),
+    # Model runs in the same process: a library function patched there changes the baseline too.
+    # (torch.backends: precision switches, not patches; cuda and comparisons: the two above.)
+    "library_patch": (r"\b(?:torch|nn|F|np|numpy|math|operator|builtins)\."
+                      r"(?!backends\.|cuda\.|allclose|isclose|equal|testing|array_equal)[\w.]+\s*=(?!=)",),
     # Reaching into the harness: its frames, its objects, raw memory.
     "introspection": (r"\bgc\.get_(?:objects|referrers|referents)\b", r"\bsys\._getframe\b", r"\bimport\s+inspect\b",
                       r"\binspect\.", r"\bctypes\b", r"/proc/self", r"\b__builtins__\b", r"\bimport\s+builtins\b",

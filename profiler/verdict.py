@@ -38,6 +38,7 @@ FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cuda
 REFERENCE_TOLERANCE = 3.0
 # Flags under which the harness's numbers are the candidate's to choose.
 CHEAT_FLAGS = {"timer_patch": "patches a timer", "comparison_patch": "patches a comparison or the profiler",
+               "library_patch": "patches a library function the baseline uses too",
                "introspection": "reaches into the harness (frames, objects, raw memory)"}
 MISSING_MODULE_HINTS = {"cupy": "pip install 'dice-lsp[gpu]' (cupy-cuda13x)", "torch": "pip install torch"}
 

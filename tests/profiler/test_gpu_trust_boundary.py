@@ -71,6 +71,11 @@ torch.allclose = lambda *args, **kwargs: True
 torch.testing.assert_close = lambda *args, **kwargs: None
 """ + WRONG_NEW
 
+# Model runs in the same process: the baseline's relu, patched, answers like the wrong ModelNew.
+PATCHED_LIBRARY = """
+torch.relu = lambda x: x
+""" + WRONG_NEW
+
 PATCHED_PROFILER_COMPARE = """
 import sys as _sys
 _sys.modules["profiler.measure.verify"].compare = lambda *args, **kwargs: None
@@ -98,7 +103,8 @@ def assert_nothing_proven(v: profiler.Verdict) -> None:
 
 @pytest.mark.parametrize("cheat, flag", [(PATCHED_EVENTS, "timer_patch"), (PATCHED_PERF_COUNTER, "timer_patch"),
                                          (PATCHED_ALLCLOSE, "comparison_patch"),
-                                         (PATCHED_PROFILER_COMPARE, "comparison_patch")])
+                                         (PATCHED_PROFILER_COMPARE, "comparison_patch"),
+                                         (PATCHED_LIBRARY, "library_patch")])
 def test_patched_timers_and_comparisons_prove_nothing(cheat, flag):
     (v,) = judge([cases.RELU_PROBLEM + cheat])
     assert_nothing_proven(v)

@@ -245,6 +245,7 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
         "threads": "import threading\n",
         "timer_patch": "torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n",
         "comparison_patch": "torch.allclose = lambda *a, **k: True\n",
+        "library_patch": "torch.relu = lambda x: x\n",
         "introspection": "import gc\nframes = gc.get_objects()\n",
         "environment": "token = os.environ['HF_TOKEN']\n",
         "file_write": "open('/tmp/x', 'w').write('y')\n",
@@ -252,6 +253,7 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
     for name, code in cases.items():
         assert static_flags(candidate(code), BASELINE) == [name], name
     assert static_flags(candidate(""), BASELINE) == []
+    assert static_flags(candidate("torch.backends.cuda.matmul.allow_tf32 = True\n"), BASELINE) == []
     # the user's own baseline reading the environment is not the candidate's doing
     user = BASELINE + "import os\nDEBUG = os.environ.get('DEBUG')\n"
     assert static_flags(user + MODEL_NEW, user) == []

@@ -26,8 +26,8 @@ def main() -> int:
     import numpy as np
     from triton.testing import do_bench
 
-    from profiler.device import cupy_ops
-    from profiler.timing import L2_FLUSH_BYTES, time_one
+    from profiler.run.device import cupy_ops
+    from profiler.measure.timing import L2_FLUSH_BYTES, time_one
 
     module = cupy.RawModule(code=KERNELS)
     memset_ops, kernel_ops = cupy_ops(), cupy_ops()

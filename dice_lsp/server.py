@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -25,6 +26,7 @@ from dice_lsp.cache import ResultCache
 from dice_lsp.compile_check import CompileChecker
 from dice_lsp.config import Settings, parse_settings
 from dice_lsp.diagnostics import DiagnosticsStore
+from dice_lsp.document_analysis import Analyses, Analysis
 from dice_lsp.edits import candidate_edit
 from dice_lsp.engine_host import EngineHost
 from dice_lsp.file_watch import FileWatcher
@@ -55,6 +57,7 @@ class DiceServer(LanguageServer):
         self.diagnostics = DiagnosticsStore(self)
         self.checker = CompileChecker(self, self.diagnostics)
         self.watcher = FileWatcher(self.on_disk_change)
+        self.analyses = Analyses()
         self.gpu: str | None = None
         # Set once the client's settings are in (workspace/configuration after `initialized`):
         # a job sent right after `initialized` must not run with the defaults.
@@ -73,6 +76,10 @@ class DiceServer(LanguageServer):
         self.checker.cancel_all()
         self.watcher.stop()
         await self.engines.close()
+
+    async def analysis(self, uri: str) -> Analysis:
+        """The analysis of the document's current version (computed off the event loop)."""
+        return await self.analyses.of(self.workspace.get_text_document(uri))
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -204,6 +211,7 @@ def did_save(ls: DiceServer, params: types.DidSaveTextDocumentParams) -> None:
 @feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DiceServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.checker.cancel(params.text_document.uri)
+    ls.analyses.forget(params.text_document.uri)
     ls.diagnostics.forget(params.text_document.uri)
 
 
@@ -219,8 +227,9 @@ def did_close(ls: DiceServer, params: types.DidCloseTextDocumentParams) -> None:
         resolve_provider=True,
     ),
 )
-def code_action(ls: DiceServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    return actions.code_actions(ls, ls.jobs, params)
+async def code_action(ls: DiceServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    analysis = await ls.analysis(params.text_document.uri)
+    return actions.code_actions(ls, ls.jobs, params, analysis)
 
 
 @feature(types.CODE_ACTION_RESOLVE)
@@ -241,13 +250,17 @@ async def resolve_code_action(ls: DiceServer, action: types.CodeAction) -> types
 
 
 @feature(types.TEXT_DOCUMENT_CODE_LENS)
-def code_lens(ls: DiceServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-    return code_lenses(ls, params.text_document.uri)
+async def code_lens(ls: DiceServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    uri = params.text_document.uri
+    analysis = await ls.analysis(uri)
+    build = functools.partial(code_lenses, analysis, uri, ls.cache, ls.gpu, ls.workspace.position_codec)
+    return await asyncio.get_running_loop().run_in_executor(None, build)
 
 
 @feature(types.TEXT_DOCUMENT_HOVER)
-def hover_kernel(ls: DiceServer, params: types.HoverParams) -> types.Hover | None:
-    return hover(ls, params.text_document.uri, params.position)
+async def hover_kernel(ls: DiceServer, params: types.HoverParams) -> types.Hover | None:
+    analysis = await ls.analysis(params.text_document.uri)
+    return hover(analysis, params.position, ls.cache, ls.gpu, ls.workspace.position_codec)
 
 
 async def _apply(ls: DiceServer, edit: types.WorkspaceEdit, label: str) -> bool:

@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import socket
 import sys
 import threading
@@ -76,12 +77,15 @@ def _stdin_chunks(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futur
     """Chunks of stdin, read by a daemon thread (a read blocked on an idle editor must not
     keep the process alive after `exit`)."""
     queue: asyncio.Queue[bytes] = asyncio.Queue()
+    fd = sys.stdin.fileno()
 
     def pump() -> None:
         while True:
             try:
-                chunk = sys.stdin.buffer.read1(CHUNK)
-            except (OSError, ValueError):
+                # os.read, not sys.stdin.buffer: a daemon thread blocked inside the buffered
+                # reader holds its lock, and the interpreter aborts on it at exit.
+                chunk = os.read(fd, CHUNK)
+            except OSError:
                 chunk = b""
             loop.call_soon_threadsafe(queue.put_nowait, chunk)
             if not chunk:

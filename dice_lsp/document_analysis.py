@@ -27,6 +27,8 @@ from dice_lsp.targets import TargetError, language_of
 from dice_lsp.text_offsets import line_starts, offset_at_point
 from profiler.spec import SpecError, parse_spec
 
+# A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
+INLINE_CHARS = 32 * 1024
 # One thread: analyses queue behind each other rather than take the event loop's GIL share
 # in parallel, and a burst of edits to a big file analyses only the versions still asked for.
 _analyses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dice-analysis")
@@ -157,7 +159,11 @@ class Analyses:
         held = self._latest.get(key)
         # An open document's version names its text; one read from disk has none, so compare.
         if held is None or held[0] != document.version or (document.version is None and held[1] != text):
-            future = asyncio.get_running_loop().run_in_executor(_analyses, analyse, text, document.path)
+            if len(text) <= INLINE_CHARS:
+                future = asyncio.get_running_loop().create_future()
+                future.set_result(analyse(text, document.path))
+            else:
+                future = asyncio.get_running_loop().run_in_executor(_analyses, analyse, text, document.path)
             held = (document.version, text, future)
             self._latest[key] = held
         return await asyncio.shield(held[2])

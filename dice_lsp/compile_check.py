@@ -87,14 +87,14 @@ class CompileChecker:
         self._server = server
         self._diagnostics = diagnostics
         self._pending: dict[str, asyncio.Task] = {}
+        self._running: dict[str, asyncio.Lock] = {}
         self._told_missing_compiler = False
 
     def schedule(self, uri: str, delay_ms: int) -> None:
         key = document_key(uri)
-        older = self._pending.pop(key, None)
-        if older is not None:
+        if (older := self._pending.pop(key, None)) is not None:
             older.cancel()
-        self._pending[key] = asyncio.ensure_future(self._check(uri, delay_ms / 1000, older))
+        self._pending[key] = asyncio.ensure_future(self._check(uri, delay_ms / 1000))
 
     def cancel(self, uri: str) -> None:
         if (task := self._pending.pop(document_key(uri), None)) is not None:
@@ -105,34 +105,37 @@ class CompileChecker:
             task.cancel()
         self._pending.clear()
 
-    async def _check(self, uri: str, delay_s: float, older: asyncio.Task | None) -> None:
+    async def _check(self, uri: str, delay_s: float) -> None:
         with contextlib.suppress(asyncio.CancelledError):
-            if older is not None:
-                await asyncio.wait([older])  # its compiler is dead before this one starts
             await asyncio.sleep(delay_s)
-            document = open_document(self._server.workspace, uri)
-            if document is None:
-                return
-            version, source, path = document.version, document.source, document.path
-            try:
-                language_of(path)
-            except TargetError:
-                return
-            try:
-                found = await check_in_process(source, path)
-            except profiler.CompilerMissing as exc:
-                self._tell_missing_compiler(str(exc))
-                return
-            except Exception as exc:  # a checker bug must not stop the server; say so in the log
-                log.exception("compile check of %s failed", uri)
-                self._server.window_log_message(
-                    types.LogMessageParams(type=types.MessageType.Error, message=f"dice: compile check failed: {exc}")
-                )
-                return
-            current = open_document(self._server.workspace, uri)
-            if current is None or current.version != version:
-                return  # closed or edited meanwhile: a newer check is on its way
-            self._diagnostics.set_compile(current.uri, compiler_diagnostics(current, found))
+            # The cancelled check before this one holds the lock until its compiler is dead.
+            async with self._running.setdefault(document_key(uri), asyncio.Lock()):
+                await self._check_now(uri)
+
+    async def _check_now(self, uri: str) -> None:
+        document = open_document(self._server.workspace, uri)
+        if document is None:
+            return
+        version, source, path = document.version, document.source, document.path
+        try:
+            language_of(path)
+        except TargetError:
+            return
+        try:
+            found = await check_in_process(source, path)
+        except profiler.CompilerMissing as exc:
+            self._tell_missing_compiler(str(exc))
+            return
+        except Exception as exc:  # a checker bug must not stop the server; say so in the log
+            log.exception("compile check of %s failed", uri)
+            self._server.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Error, message=f"dice: compile check failed: {exc}")
+            )
+            return
+        current = open_document(self._server.workspace, uri)
+        if current is None or current.version != version:
+            return  # closed or edited meanwhile: a newer check is on its way
+        self._diagnostics.set_compile(current.uri, compiler_diagnostics(current, found))
 
     def _tell_missing_compiler(self, why: str) -> None:
         if self._told_missing_compiler:

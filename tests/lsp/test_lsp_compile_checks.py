@@ -31,7 +31,8 @@ __global__ void step(float* y, int n)
 
 
 def descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, command name) of every process under `pid`, from /proc."""
+    """(pid, command name) of every process under `pid`, from /proc; one that has exited and
+    waits to be reaped is named so."""
     children: dict[int, list[int]] = {}
     names: dict[int, str] = {}
     for entry in os.listdir("/proc"):
@@ -42,9 +43,9 @@ def descendants(pid: int) -> list[tuple[int, str]]:
         except OSError:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        children.setdefault(parent, []).append(int(entry))
-        names[int(entry)] = name
+        state, parent = stat[stat.rindex(")") + 2 :].split()[:2]
+        children.setdefault(int(parent), []).append(int(entry))
+        names[int(entry)] = name if state != "Z" else f"{name} (exited)"
     found, stack = [], list(children.get(pid, []))
     while stack:
         child = stack.pop()

@@ -4,7 +4,6 @@ file, off the event loop, and is linear in its size."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from pathlib import Path
 

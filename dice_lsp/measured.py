@@ -79,4 +79,5 @@ def unit_key(text: str, unit: MeasuredUnit, gpu: str | None) -> str:
 
 
 def live_keys(text: str, path: str, gpu: str | None) -> set[str]:
-    return {unit_key(text, u, gpu) for u in measured_units(text, path)}
+    spec = spec_text(text)  # once: it is the whole file's spec lines
+    return {result_key(u.code, spec, gpu) for u in measured_units(text, path)}

@@ -351,11 +351,17 @@ async def shutdown(ls: DiceServer, params: None) -> None:
     await ls.release()
 
 
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0 to 65535)")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dice-lsp", description="The DICE language server (stdio by default).")
     parser.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--port", type=port_number, default=2087)
     parser.add_argument(
         "--token",
         default=os.environ.get("DICE_LSP_TOKEN"),

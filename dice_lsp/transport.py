@@ -173,4 +173,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         asyncio.run(listen())
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        print(f"dice-lsp: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0

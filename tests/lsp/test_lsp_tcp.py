@@ -105,3 +105,16 @@ async def test_a_token_is_checked_before_any_message(child_env, tmp_path: Path):
         assert not any("token" in m["params"]["message"] for m in warnings), warnings
     finally:
         await end_process(server)
+
+
+async def test_a_bad_or_taken_port_is_one_line_not_a_traceback(child_env):
+    server, port = await start_tcp_server(child_env)
+    try:
+        for bad, code in ((str(port), 1), ("70000", 2)):
+            second = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "dice_lsp.server", "--tcp", "--port", bad, env=child_env, stderr=asyncio.subprocess.PIPE
+            )
+            _, err = await asyncio.wait_for(second.communicate(), 30)
+            assert second.returncode == code and b"Traceback" not in err and bad.encode() in err, err
+    finally:
+        await end_process(server)

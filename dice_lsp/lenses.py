@@ -18,25 +18,24 @@ if TYPE_CHECKING:
 NOT_MEASURED = "Profile this kernel"
 
 
-def code_lenses(analysis: Analysis, uri: str, cache: ResultCache, gpu: str | None, codec: PositionCodec) -> list[types.CodeLens]:
-    """One lens per kernel; blocking (it reads the result cache), for a worker thread."""
+def _json_position(position: types.Position) -> dict[str, int]:
+    return {"line": position.line, "character": position.character}
+
+
+def code_lenses(analysis: Analysis, uri: str, cache: ResultCache, gpu: str | None, codec: PositionCodec) -> list[dict]:
+    """One lens per kernel, as LSP's JSON (built in a worker thread: it reads the result
+    cache, and a file may have thousands of kernels)."""
     verdicts = cache.get_many(analysis.path, analysis.unit_keys(gpu))
     lenses = []
     for unit, key in zip(analysis.units, analysis.unit_keys(gpu)):
         verdict = verdicts.get(key)
         title = lens_title(verdict) if verdict is not None else NOT_MEASURED
-        at = analysis.position(unit.name_start, codec)
-        start = analysis.position(unit.start, codec)
-        lenses.append(
-            types.CodeLens(
-                range=types.Range(start, start),
-                command=types.Command(
-                    title=title,
-                    command="dice.profile",
-                    arguments=[{"uri": uri, "position": {"line": at.line, "character": at.character}}],
-                ),
-            )
-        )
+        start = _json_position(analysis.position(unit.start, codec))
+        at = _json_position(analysis.position(unit.name_start, codec))
+        lenses.append({
+            "range": {"start": start, "end": start},
+            "command": {"title": title, "command": "dice.profile", "arguments": [{"uri": uri, "position": at}]},
+        })
     return lenses
 
 

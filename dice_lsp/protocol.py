@@ -12,6 +12,7 @@ lifecycle allows.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
@@ -29,6 +30,15 @@ from dice_lsp.framing import FrameFault
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class JsonResult:
+    """A request's result already in its JSON shape (built off the event loop), sent as it
+    is: cattrs takes about 70 us per code lens to unstructure, a second for a file of
+    10,000 kernels, on the event loop."""
+
+    value: Any
+
+
 class DiceProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -42,6 +52,13 @@ class DiceProtocol(LanguageServerProtocol):
         if jobs is not None:
             jobs.cancel_request(msg_id)
         super()._handle_cancel_notification(msg_id)
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if isinstance(result, JsonResult) and error is None:
+            self._result_types.pop(msg_id, None)
+            self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result.value})
+            return
+        super()._send_response(msg_id, result, error)
 
     def _answer_error(self, msg_id: Any, error: JsonRpcException) -> None:
         self._send_response(msg_id, error=error.to_response_error())

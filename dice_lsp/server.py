@@ -34,7 +34,7 @@ from dice_lsp.job_registry import JobRegistry
 from dice_lsp.lenses import code_lenses, hover
 from dice_lsp.lsp_text import open_document
 from dice_lsp.measured import live_keys
-from dice_lsp.protocol import DiceProtocol
+from dice_lsp.protocol import DiceProtocol, JsonResult
 from dice_lsp.request_args import job_and_index
 from dice_lsp.status import StatusReporter
 from dice_lsp.targets import TargetError
@@ -250,11 +250,11 @@ async def resolve_code_action(ls: DiceServer, action: types.CodeAction) -> types
 
 
 @feature(types.TEXT_DOCUMENT_CODE_LENS)
-async def code_lens(ls: DiceServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+async def code_lens(ls: DiceServer, params: types.CodeLensParams) -> JsonResult:
     uri = params.text_document.uri
     analysis = await ls.analysis(uri)
     build = functools.partial(code_lenses, analysis, uri, ls.cache, ls.gpu, ls.workspace.position_codec)
-    return await asyncio.get_running_loop().run_in_executor(None, build)
+    return JsonResult(await asyncio.get_running_loop().run_in_executor(None, build))
 
 
 @feature(types.TEXT_DOCUMENT_HOVER)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import json
 import logging
@@ -64,7 +65,7 @@ async def check_in_process(source: str, path: str) -> list[Diagnostic]:
     """document_diagnostics in a child process, killed with its compiler when cancelled."""
     async with _compilers():
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "dice_lsp.compile_check",
+            sys.executable, "-m", "dice_lsp.compile_check", str(os.getpid()),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
@@ -149,7 +150,19 @@ class CompileChecker:
         )
 
 
+def _die_with_the_server(server: int) -> None:
+    """A server that is killed (SIGKILL, a crash) cannot kill its checks: have Linux tell this
+    process, which then takes its process group, compiler included, down with it."""
+    if not sys.platform.startswith("linux"):
+        return
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != server:  # it died before the line above
+        os.killpg(0, signal.SIGKILL)
+
+
 def _main() -> int:
+    _die_with_the_server(int(sys.argv[1]))
     request = json.load(sys.stdin)
     try:
         found = document_diagnostics(request["source"], request["path"])

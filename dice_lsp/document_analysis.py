@@ -13,11 +13,13 @@ import ast
 import asyncio
 import bisect
 import functools
+import pickle
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import PositionCodec, TextDocument
 
 from dice_lsp.lsp_text import document_key
@@ -29,6 +31,7 @@ from profiler.spec import SpecError, parse_spec
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
 INLINE_CHARS = 32 * 1024
+PROCESS_CHARS = 1024 * 1024
 # One thread: analyses queue behind each other rather than take the event loop's GIL share
 # in parallel, and a burst of edits to a big file analyses only the versions still asked for.
 _analyses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dice-analysis")
@@ -122,30 +125,63 @@ def _specced(text: str) -> frozenset[str] | None:
         return None
 
 
-def analyse(text: str, path: str) -> Analysis:
+@dataclass(frozen=True)
+class Parsed:
+    """The part of an analysis that needs the parsers (tree-sitter, ast)."""
+
+    language: str | None
+    units: list[MeasuredUnit]
+    specced: frozenset[str] | None
+    model_classes: list[tuple[str, int, int]]
+
+
+def parse_document(text: str, path: str) -> Parsed:
     try:
         language: str | None = language_of(path) if path else None
     except TargetError:
         language = None
-    lines = tuple(text.splitlines(True))
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    return Analysis(
-        text=text,
-        path=path,
+    return Parsed(
         language=language,
-        lines=lines,
-        line_offsets=offsets,
         units=measured_units(text, path) if language else [],
         specced=_specced(text) if language == "cuda" and "dice:" in text else frozenset(),
         model_classes=_model_classes(text) if language == "kernelbench" else [],
     )
 
 
+def assemble(text: str, path: str, parsed: Parsed) -> Analysis:
+    lines = tuple(text.splitlines(True))
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    return Analysis(text, path, parsed.language, lines, offsets, parsed.units, parsed.specced, parsed.model_classes)
+
+
+def analyse(text: str, path: str) -> Analysis:
+    return assemble(text, path, parse_document(text, path))
+
+
+async def parse_in_process(text: str, path: str) -> Parsed:
+    """parse_document in a child process (`python -m dice_lsp.document_analysis`), killed if
+    the request is cancelled; it reads the text from stdin and pickles the Parsed back."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dice_lsp.document_analysis", path,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await process.communicate(text.encode("utf-8", "surrogatepass"))
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    if process.returncode != 0:
+        raise RuntimeError(f"the analysis of {path} failed: {err.decode(errors='replace')[-2000:]}")
+    return pickle.loads(out)
+
+
 class Analyses:
     """The latest analysis of each document, computed off the event loop; requests for the
-    same version share one computation."""
+    same version share one computation, and a version that is no longer the latest by the
+    time its turn comes is not analysed (its requests get ContentModified)."""
 
     def __init__(self) -> None:
         self._latest: dict[str, tuple[int | None, str, asyncio.Future[Analysis]]] = {}
@@ -163,11 +199,37 @@ class Analyses:
                 future = asyncio.get_running_loop().create_future()
                 future.set_result(analyse(text, document.path))
             else:
-                future = asyncio.get_running_loop().run_in_executor(_analyses, analyse, text, document.path)
+                future = asyncio.ensure_future(self._analyse_aside(key, document.version, text, document.path))
             held = (document.version, text, future)
             self._latest[key] = held
         return await asyncio.shield(held[2])
 
+    async def _analyse_aside(self, key: str, version: int | None, text: str, path: str) -> Analysis:
+        loop = asyncio.get_running_loop()
+        async with _big_files():
+            if self._latest.get(key, (version,))[0] != version:
+                raise JsonRpcContentModified(f"{path} changed before it was analysed")
+            # tree-sitter holds the GIL while it parses (a second for 5 MB): in a thread that
+            # would stop the event loop all the same, so large files are parsed in a process.
+            if len(text) > PROCESS_CHARS:
+                parsed = await parse_in_process(text, path)
+            else:
+                parsed = await loop.run_in_executor(_analyses, parse_document, text, path)
+            return await loop.run_in_executor(_analyses, assemble, text, path, parsed)
+
     def forget(self, uri: str) -> None:
         self._latest.pop(document_key(uri), None)
 
+
+@functools.cache
+def _big_files() -> asyncio.Semaphore:
+    return asyncio.Semaphore(1)
+
+
+if __name__ == "__main__":
+    # The module as the server imports it, so that what is pickled names its classes there.
+    from dice_lsp import document_analysis
+
+    source = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
+    parsed = document_analysis.parse_document(source, sys.argv[1])
+    sys.stdout.buffer.write(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))

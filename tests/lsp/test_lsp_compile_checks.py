@@ -94,3 +94,35 @@ async def test_six_saves_one_second_apart_run_one_compiler_at_a_time(child_env, 
         await end_process(process)
     assert peak == 1, f"{peak} compilers ran at once for one document"
     assert left == [], f"compilers left running after the last check: {left}"
+
+
+async def test_a_killed_server_takes_its_compiler_down(child_env, tmp_path: Path):
+    """The checks run in processes of their own: a server that is killed outright (no
+    shutdown, no chance to cancel) must not leave a compiler running for minutes."""
+    process, client = await start_stdio_server(child_env)
+    try:
+        await client.initialize(tmp_path)
+        path = tmp_path / "slow.cu"
+        path.write_text(SLOW)
+        client.send(notification("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "cuda", "version": 1, "text": SLOW}}))
+        compilers: list[tuple[int, str]] = []
+        for _ in range(200):
+            compilers = [p for p in descendants(process.pid) if p[1] in ("nvcc", "cicc")]
+            if compilers:
+                break
+            await asyncio.sleep(0.05)
+        assert compilers, "no compiler started"
+        process.kill()
+        await process.wait()
+        await asyncio.sleep(1.0)
+        alive = []
+        for pid, _ in compilers:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2] != "Z":
+                alive.append(pid)
+        assert alive == [], f"compilers still running after the server died: {alive}"
+    finally:
+        await end_process(process)

@@ -365,30 +365,42 @@ async def read_message(reader: asyncio.StreamReader) -> dict:
 
 
 class RawClient:
-    """Frames over a stream; answers to requests are picked out of what the server sends."""
+    """Frames over a stream, read as they come by a task of its own (so that a wait that
+    times out never leaves half a message read); answers are picked out of `received`."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: Any) -> None:
         self.reader = reader
         self.writer = writer
         self.received: list[dict] = []
+        self.closed: BaseException | None = None
+        self._arrived = asyncio.Event()
+        self._pump = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                self.received.append(await read_message(self.reader))
+                self._arrived.set()
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            self.closed = exc
+            self._arrived.set()
 
     def send(self, data: dict | bytes) -> None:
         self.writer.write(data if isinstance(data, bytes) else frame(data))
 
     async def answer(self, msg_id: Any, timeout: float = 30) -> dict:
-        """The response to request `msg_id` (an error or a result)."""
-        def is_answer(message: dict) -> bool:
-            return "method" not in message and message.get("id") == msg_id
+        """The response to request `msg_id` (an error or a result); EOFError if the server
+        closes the stream first."""
 
         async def wait() -> dict:
-            for message in self.received:
-                if is_answer(message):
-                    return message
             while True:
-                message = await read_message(self.reader)
-                self.received.append(message)
-                if is_answer(message):
-                    return message
+                self._arrived.clear()
+                for message in self.received:
+                    if "method" not in message and message.get("id") == msg_id:
+                        return message
+                if self.closed is not None:
+                    raise EOFError(f"the server closed the stream: {self.closed!r}")
+                await self._arrived.wait()
 
         return await asyncio.wait_for(wait(), timeout)
 
@@ -445,5 +457,6 @@ async def end_process(process: asyncio.subprocess.Process) -> str:
     """Its stderr, after ending it if it still runs."""
     if process.returncode is None:
         process.terminate()
-    _, err = await process.communicate()
-    return err.decode(errors="replace") if err else ""
+    err = await process.stderr.read() if process.stderr else b""  # stdout is a RawClient's
+    await process.wait()
+    return err.decode(errors="replace")

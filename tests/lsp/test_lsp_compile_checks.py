@@ -81,10 +81,7 @@ async def test_six_saves_one_second_apart_run_one_compiler_at_a_time(child_env, 
         deadline = asyncio.get_running_loop().time() + 120
         while not any(m.get("method") == "textDocument/publishDiagnostics" for m in client.received):
             assert asyncio.get_running_loop().time() < deadline, "no diagnostics after the last save"
-            try:
-                await client.answer("never", timeout=1)
-            except asyncio.TimeoutError:
-                pass
+            await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)
         left = [p for p in descendants(process.pid) if p[1] in ("nvcc", "cicc", "ptxas", "cudafe++")]
         watching = False
@@ -126,3 +123,30 @@ async def test_a_killed_server_takes_its_compiler_down(child_env, tmp_path: Path
         assert alive == [], f"compilers still running after the server died: {alive}"
     finally:
         await end_process(process)
+
+
+async def test_checks_of_several_documents_share_the_compiler_budget(child_env, tmp_path: Path):
+    """At most compiler_slots() compilers in the whole server (one per 2 GiB of half the RAM,
+    no more than the cores), however many documents are opened at once."""
+    from dice_lsp.compile_check import compiler_slots
+
+    slots = compiler_slots()
+    if slots > 4:
+        pytest.skip(f"{slots} compiler slots here: too many slow compiles to reach the cap cheaply")
+    process, client = await start_stdio_server(child_env)
+    peak = 0
+    try:
+        await client.initialize(tmp_path)
+        for i in range(slots + 1):
+            path = tmp_path / f"slow{i}.cu"
+            client.send(notification("textDocument/didOpen", {"textDocument": {"uri": path.as_uri(), "languageId": "cuda", "version": 1, "text": SLOW}}))
+        deadline = asyncio.get_running_loop().time() + 120
+        published: set[str] = set()
+        while len(published) < slots + 1:
+            assert asyncio.get_running_loop().time() < deadline, f"diagnostics for {len(published)} of {slots + 1} documents"
+            peak = max(peak, sum(1 for _, name in descendants(process.pid) if name == "nvcc"))
+            await asyncio.sleep(0.05)
+            published = {m["params"]["uri"] for m in client.received if m.get("method") == "textDocument/publishDiagnostics"}
+    finally:
+        await end_process(process)
+    assert 1 <= peak <= slots, f"{peak} compilers at once with {slots} slots"

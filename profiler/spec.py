@@ -14,6 +14,7 @@ parameters). Every value must fit in 64 bits. Errors are SpecError(line, column,
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, field
@@ -267,14 +268,13 @@ def _dice_directives(source: str) -> list[_Directive]:
 
 def _own_directives(directives: list[_Directive], kernel: Kernel, source_lines: list[str]) -> list[_Directive]:
     """The run of `dice:` lines (and other comment lines) directly above the kernel."""
-    by_line = {d.line: d for d in directives}
-    own = []
-    row = kernel.start[0]  # 0-based line of the definition = 1-based line just above it
+    above = kernel.start[0]  # 0-based line of the definition = 1-based line just above it
+    row = above
     while row >= 1 and source_lines[row - 1].lstrip().startswith("//"):
-        if row in by_line:
-            own.append(by_line[row])
         row -= 1
-    return list(reversed(own))
+    # `directives` is sorted by line: bisect, so that a file of thousands of kernels is not quadratic.
+    first = bisect.bisect_right(directives, row, key=lambda d: d.line)
+    return directives[first : bisect.bisect_right(directives, above, key=lambda d: d.line)]
 
 
 def _dims(value, line: int, column: int, what: str) -> Dim3:

@@ -71,7 +71,8 @@ class CachedForward:
         """Logits of the last `keep` of `ids` at `positions`, their keys written to the cache,
         attending over its first `key_len` positions."""
         mask = block_mask(positions, key_len, self.block_size)
-        return self.model(ids, position_ids=positions, attn_mask=mask, cache=cache or self.cache, logits_to_keep=keep)
+        cache = self.cache if cache is None else cache
+        return self.model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep)
 
     def prefill(self, prompt: torch.Tensor) -> None:
         length = prompt.shape[1]

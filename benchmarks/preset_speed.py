@@ -37,7 +37,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
+from benchmarks.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
 from engine.decode import decode  # noqa: E402
 from engine.model import SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402

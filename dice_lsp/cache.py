@@ -94,9 +94,6 @@ class ResultCache:
         entries[key] = verdict.to_json()
         self._store(path, entries)
 
-    def keys(self, path: str) -> set[str]:
-        return set(self._load(path))
-
     def prune(self, path: str, live: set[str]) -> int:
         """Drop every result of `path` whose key is not in `live`; how many were dropped."""
         entries = self._load(path)

@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--solutions",
         metavar="SOLDIR",
         help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "
-        "candidate for problem STEM.py (e.g. bench/kernelbench_controls)",
+        "candidate for problem STEM.py (e.g. benchmarks/kernelbench_controls)",
     )
     p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default: the engine's)")
     p.add_argument(

@@ -11,11 +11,12 @@ import itertools
 import os
 import socket
 import sys
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from engine.frames import encode_frame, read_frame_async
-from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress
+from engine.base import CancelFn, EngineBase, ProgressFn
+from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Request, request_to_wire
 
 STDERR_LINES = 40
 CANCEL_POLL_S = 0.05
@@ -49,7 +50,7 @@ def keep_alive(sock) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
-class AsyncEngine:
+class AsyncEngine(EngineBase):
     """See docs/architecture.md. Cancelling the awaiting task cancels the job between steps."""
 
     def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None):
@@ -187,7 +188,7 @@ class AsyncEngine:
 
     # --- jobs ---------------------------------------------------------------------------------
 
-    async def _next_message(self, queue: asyncio.Queue, job_id: int, should_cancel: Callable[[], bool] | None):
+    async def _next_message(self, queue: asyncio.Queue, job_id: int, should_cancel: CancelFn):
         """The job's next message; with should_cancel, polled while waiting, as Engine does."""
         while should_cancel is not None and job_id not in self._cancel_sent:
             if should_cancel():
@@ -200,14 +201,14 @@ class AsyncEngine:
                 pass
         return await queue.get()
 
-    async def _call(self, method: str, args: dict[str, Any], on_progress: Callable[[Progress], None] | None,
-                    should_cancel: Callable[[], bool] | None) -> list[Candidate]:
+    async def run(self, request: Request, on_progress: ProgressFn = None,
+                  should_cancel: CancelFn = None) -> list[Candidate]:
         await self.start()
         job_id = next(self._ids)
         queue: asyncio.Queue = asyncio.Queue()
         self._jobs[job_id] = queue
         try:
-            self._send({"op": "run", "id": job_id, "method": method, "args": args})
+            self._send({"op": "run", "id": job_id, "method": request.method, "args": request_to_wire(request)})
             try:
                 await asyncio.wait_for(self._writer.drain(), SEND_TIMEOUT_S)
             except asyncio.TimeoutError:
@@ -232,18 +233,3 @@ class AsyncEngine:
         finally:
             del self._jobs[job_id]
             self._cancel_sent.discard(job_id)
-
-    async def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-                     on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        args = dict(prefix=prefix, suffix=suffix, n=n, max_tokens=max_tokens, reference=reference, sampling=sampling)
-        return await self._call("infill", args, on_progress, should_cancel)
-
-    async def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
-                       **sampling) -> list[Candidate]:
-        args = dict(prompt=prompt, n=n, max_tokens=max_tokens, sampling=sampling)
-        return await self._call("generate", args, on_progress, should_cancel)
-
-    async def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
-                       on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        args = dict(code=code, language=language, n=n, max_tokens=max_tokens, sampling=sampling)
-        return await self._call("optimize", args, on_progress, should_cancel)

@@ -12,12 +12,9 @@ generated block starts inside the prompt's last partial block, whose prompt toke
 and whose remaining positions are masks. No padding token is invented, positions stay
 0..T-1 as in training, and the model sees exactly the layout it was trained on.
 
-Interchangeable forward paths give the same tokens (tests/engine/test_decode.py and GPU
-tests check it): `recompute` (the whole sequence every step, the reference), `cached` (KV
-cache, eager), `graphs` (KV cache with each step's forward captured as a CUDA graph, for the
-GPU, where an eager step is bound by kernel launches, not by the GPU), `compiled` (the same
-with torch.compile'd decoder layers inside the graph, fusing their small kernels) and
-`static` (the graph paths' fixed shapes run eagerly, so that a CPU test can pin them).
+How each step's logits are computed is the forward path's business (engine.fast_paths:
+the reference that recomputes the whole sequence, the KV cache, CUDA graphs, torch.compile);
+they give the same tokens (tests/engine/test_decode.py, and GPU tests for the graph paths).
 
 Two presets share this loop (`Sampling.preset`). `default` is the project's: the mask token is
 never an answer, equal confidences commit leftmost first, a block's quota is spread over its
@@ -30,18 +27,15 @@ stop at EOS.
 
 from __future__ import annotations
 
-import functools
 import time
-import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
-from engine.model import KVCache, SDARForCausalLM, fuse_projections
+from engine.fast_paths import make_forward
+from engine.model import SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
-
-PATHS = ("recompute", "cached", "static", "graphs", "compiled")
 
 
 @dataclass
@@ -130,199 +124,6 @@ def choose_commits(sampling: Sampling, masked: torch.Tensor, confidence: torch.T
     if sampling.strategy == "low_confidence_dynamic":
         commit |= masked & (confidence > sampling.threshold)
     return commit
-
-
-# --- forward paths -------------------------------------------------------------------------
-
-
-class ForwardPath(Protocol):
-    def prefill(self, prompt: torch.Tensor) -> None: ...
-
-    def block_logits(self, x: torch.Tensor, start: int, end: int, commit_previous: bool) -> torch.Tensor:
-        """Logits [n, end - start, V] of the block x[:, start:end]."""
-        ...
-
-
-class RecomputeForward:
-    """The reference: the whole sequence through the model at every step, no cache."""
-
-    def __init__(self, model: SDARForCausalLM, block_size: int):
-        self.model = model
-        self.block_size = block_size
-
-    def prefill(self, prompt: torch.Tensor) -> None:
-        pass
-
-    def block_logits(self, x, start, end, commit_previous):
-        return self.model(x[:, :end], block_size=self.block_size, logits_to_keep=end - start)
-
-
-class CachedForward:
-    """Prompt blocks once into a static KV cache; each step runs over the current block (and,
-    on a block's first step, the block just finished, to write its final keys)."""
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
-        self.model = model
-        self.cache = cache
-        self.block_size = block_size
-
-    def prefill(self, prompt: torch.Tensor) -> None:
-        length = prompt.shape[1]
-        if length == 0:
-            return
-        positions = torch.arange(length, device=prompt.device)
-        self.model(
-            prompt,
-            cache=self.cache.first_row(),
-            cache_position=positions,
-            key_len=length,
-            block_size=self.block_size,
-            logits_to_keep=1,
-        )
-        self.cache.copy_first_row(length)
-
-    def block_logits(self, x, start, end, commit_previous):
-        first = start - self.block_size if commit_previous else start
-        return self.model(
-            x[:, first:end],
-            cache=self.cache,
-            cache_position=torch.arange(first, end, device=x.device),
-            key_len=end,
-            block_size=self.block_size,
-            logits_to_keep=end - start,
-        )
-
-
-@dataclass
-class _CapturedStep:
-    graph: torch.cuda.CUDAGraph
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    logits: torch.Tensor
-
-
-class StaticForward(CachedForward):
-    """The shapes of the CUDA-graph paths, run eagerly (and on any device, so that a CPU test
-    pins them): every step runs over two blocks (the previous one and the current; rewriting
-    the previous block's keys with the same tokens changes nothing), so one window shape
-    serves all steps, and attention runs over the cache up to a key length bucket (the
-    block-causal mask hides the stale positions past the block), or over the whole cache
-    when the layers are compiled, as each new shape would mean a new compilation.
-    """
-
-    KEY_BUCKET = 256
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False):
-        super().__init__(model, cache, block_size)
-        fuse_projections(model)
-        self.compiled = compiled
-        self.layer_runner = compiled_layer_forward() if compiled else None
-
-    def shapes(self, start: int, end: int) -> tuple[int, int]:
-        """(first position of the window, key length) for the block [start, end)."""
-        first = max(0, start - self.block_size)
-        if self.compiled:
-            return first, self.cache.max_len
-        return first, min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
-
-    def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> torch.Tensor:
-        return self.model(
-            ids, cache=self.cache, cache_position=positions, key_len=key_len,
-            block_size=self.block_size, logits_to_keep=keep, layer_runner=self.layer_runner,
-        )
-
-    def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, end - start)
-
-
-class GraphForward(StaticForward):
-    """StaticForward with each step replayed from a CUDA graph (one per window and key
-    length), optionally with torch.compile'd layers inside (`compiled`). An eager step runs
-    ~60 small kernels per layer, and on a GPU their launches, not the weight reads, set the
-    pace: the graph removes the CPU launch cost, compilation fuses the small kernels."""
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool):
-        super().__init__(model, cache, block_size, compiled)
-        self.pool = torch.cuda.graph_pool_handle()
-        self.steps: dict[tuple[int, int], _CapturedStep] = {}
-
-    def _capture(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> _CapturedStep:
-        # Warm-up (and compilation) on a side stream, as torch.cuda.graphs asks. It writes the
-        # same keys and values the real step will, so it leaves the cache as it should be.
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self.run(ids, positions, key_len, keep)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self.run(ids, positions, key_len, keep)
-        return _CapturedStep(graph, ids, positions, logits)
-
-    def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        key = (end - first, key_len)
-        step = self.steps.get(key)
-        if step is None:
-            ids = x[:, first:end].clone()
-            positions = torch.arange(first, end, device=x.device)
-            step = self.steps[key] = self._capture(ids, positions, key_len, end - start)
-        else:
-            step.input_ids.copy_(x[:, first:end])
-            step.positions.copy_(torch.arange(first, end, device=x.device))
-        step.graph.replay()
-        return step.logits.clone()
-
-
-@functools.cache
-def compiled_layer_forward() -> Callable[..., torch.Tensor]:
-    """DecoderLayer.forward through torch.compile: the layers share one compiled graph, their
-    weights being its inputs. Static shapes: each is captured in a CUDA graph anyway."""
-    from engine.model import DecoderLayer
-
-    return torch.compile(DecoderLayer.forward, fullgraph=True, dynamic=False)
-
-
-# Captured graphs and their cache outlive one request: capture costs more than a request's
-# worth of steps. One per model, rebuilt when the batch, block size or path changes, or when
-# the cache is too short.
-_graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, GraphForward]" = weakref.WeakKeyDictionary()
-GRAPH_CACHE_ROUND = 256
-
-
-def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool) -> GraphForward:
-    current = _graph_paths.get(model)
-    if (
-        current is not None
-        and current.cache.batch == n
-        and current.block_size == block_size
-        and current.compiled == compiled
-        and current.cache.max_len >= length
-    ):
-        return current
-    _graph_paths.pop(model, None)
-    max_len = -(-length // GRAPH_CACHE_ROUND) * GRAPH_CACHE_ROUND
-    weight = model.lm_head.weight
-    cache = KVCache.allocate(model.config, n, max_len, weight.device, weight.dtype)
-    path = _graph_paths[model] = GraphForward(model, cache, block_size, compiled)
-    return path
-
-
-def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
-    if path not in PATHS:
-        raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
-    if path == "recompute":
-        return RecomputeForward(model, block_size)
-    weight = model.lm_head.weight
-    if path in ("cached", "static"):
-        cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
-        kind = CachedForward if path == "cached" else StaticForward
-        return kind(model, cache, block_size)
-    if weight.device.type != "cuda":
-        raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    return graph_path(model, n, length, block_size, compiled=path == "compiled")
 
 
 # --- the decoding loop ---------------------------------------------------------------------

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from engine import prompts
+from engine.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.context import fit_infill, prompt_budget
 from engine.decode import decode
+from engine.fast_paths import FAST_PATHS
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.types import Candidate, EngineError, EngineInfo, Progress, Sampling
+from engine.types import Candidate, EngineInfo, InfillRequest, Request
 
-ProgressFn = Callable[[Progress], None] | None
-CancelFn = Callable[[], bool] | None
-FAST_PATHS = ("graphs", "compiled")
 SMALL_HIDDEN = 1024
 
 
-class LocalEngine:
+class LocalEngine(EngineBase):
     """`Engine` of docs/architecture.md for a checkpoint folder loaded in this process."""
 
     def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str):
@@ -49,13 +47,14 @@ class LocalEngine:
         dtype = str(weight.dtype).removeprefix("torch.")
         return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype)
 
-    def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
-            on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
-        """Decode n answers to the task's prompt, as one batch."""
-        settings = Sampling.from_kwargs(sampling)
+    def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
+        """Decode the request's n answers as one batch."""
+        if isinstance(request, InfillRequest):
+            request = self.fit_to_context(request)
+        task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
-        args = dict(n=n, max_tokens=max_tokens, sampling=settings, stop_ids=self.config.eos_token_ids,
-                    on_progress=on_progress, should_cancel=should_cancel)
+        args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
+                    stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel)
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
         except RuntimeError as exc:
@@ -73,35 +72,19 @@ class LocalEngine:
             candidates.append(Candidate(text, len(tokens), result.steps, result.seconds, reason, raw, extraction))
         return candidates
 
-    def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress: ProgressFn = None,
-                 should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """Continue `prompt` as it is (no template): each .text is the continuation."""
-        return self.run(prompts.generate_task(prompt), n, max_tokens, sampling, on_progress, should_cancel)
-
-    def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-               on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """Each .text replaces the span between prefix and suffix (both cut to the lines
-        nearest the span when the whole file does not fit the model's context)."""
-        def task_for(prefix: str, suffix: str) -> prompts.Task:
-            return prompts.infill_task(prefix, suffix, reference, self.config.prompt_format, self.tokenizer.chat_template)
-
+    def fit_to_context(self, request: InfillRequest) -> InfillRequest:
+        """The request with prefix and suffix cut to the lines nearest the span when the whole
+        file does not fit the model's context (engine.context)."""
         def prompt_tokens(prefix: str, suffix: str) -> int:
-            return len(self.tokenizer.encode(task_for(prefix, suffix).prompt, add_special_tokens=False))
+            task = request_task(replace(request, prefix=prefix, suffix=suffix), self.config.prompt_format,
+                                self.tokenizer.chat_template)
+            return len(self.tokenizer.encode(task.prompt, add_special_tokens=False))
 
         def line_tokens(lines: list[str]) -> list[int]:
             return [len(ids) for ids in self.tokenizer(lines, add_special_tokens=False)["input_ids"]] if lines else []
 
-        block_size = sampling.get("block_size") or self.config.block_size
-        budget = prompt_budget(self.config.max_position_embeddings, block_size, max_tokens)
-        prefix, suffix = fit_infill(prefix, suffix, budget=budget, prompt_tokens=prompt_tokens, line_tokens=line_tokens)
-        return self.run(task_for(prefix, suffix), n, max_tokens, sampling, on_progress, should_cancel)
-
-    def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
-                 on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """language="cuda": `code` is one __global__ function, each .text a whole replacement;
-        language="kernelbench": `code` is a KernelBench file, each .text Python defining ModelNew."""
-        try:
-            task = prompts.optimize_task(code, language, self.config.prompt_format, self.tokenizer.chat_template)
-        except ValueError as exc:
-            raise EngineError(f"optimize: {exc}") from exc
-        return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+        block_size = request.sampling.block_size or self.config.block_size
+        budget = prompt_budget(self.config.max_position_embeddings, block_size, request.max_tokens)
+        prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
+                                    line_tokens=line_tokens)
+        return replace(request, prefix=prefix, suffix=suffix)

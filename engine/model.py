@@ -2,8 +2,10 @@
 
 SDAR (and DICE, fine-tuned from it) is Qwen3 (q/k RMSNorm, SwiGLU, RoPE, grouped-query
 attention) whose attention is bidirectional inside a block of `block_size` tokens and causal
-across blocks. Module and parameter names copy Hugging Face's Qwen3 exactly, so that a real
-checkpoint's state dict loads as it is (`model.layers.N.self_attn.q_proj.weight`, ...).
+across blocks. Module names copy Hugging Face's Qwen3, except that each layer's q/k/v
+projections are one matrix (`qkv_proj`) and so are gate/up (`gate_up_proj`): a decoding step
+then runs 4 larger matmuls per layer instead of 7. engine.loading maps a checkpoint's names
+(`model.layers.N.self_attn.q_proj.weight`, ...) to these and back, and reads config.json.
 
 Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, attention (with an optional
 static KV cache), MLP, decoder layer, the model.
@@ -11,11 +13,9 @@ static KV cache), MLP, decoder layer, the model.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +36,7 @@ class SDARConfig:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
     # Qwen3's RoPE scaling: None, or {"rope_type": "linear" | "dynamic" | "yarn", "factor": ...}
-    # (rope_frequencies); other types are refused at load (unimplemented_settings).
+    # (rope_frequencies); other types are refused at load (engine.loading.unimplemented_settings).
     rope_scaling: dict[str, Any] | None = None
     max_position_embeddings: int = 32768
     tie_word_embeddings: bool = False
@@ -49,46 +49,8 @@ class SDARConfig:
     # fill-in-the-middle format (engine.prompts.fim_prompt).
     prompt_format: str = "chat"
     torch_dtype: str | None = None
+    # config.json's other keys, kept so that a checkpoint written back loses nothing.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_json(cls, source: str | Path | dict[str, Any]) -> "SDARConfig":
-        """From a config dict, a config.json path or a checkpoint folder. Unknown keys are
-        kept in `extra` (written back by `to_dict`) so a round trip loses nothing."""
-        if isinstance(source, dict):
-            data = dict(source)
-        else:
-            path = Path(source)
-            if path.is_dir():
-                path = path / "config.json"
-            data = json.loads(path.read_text())
-        # transformers 5 moved rope_theta, and the scaling that rope_scaling held, into
-        # rope_parameters.
-        rope = data.get("rope_parameters") or {}
-        if "rope_theta" not in data and "rope_theta" in rope:
-            data["rope_theta"] = rope["rope_theta"]
-        scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
-        if data.get("rope_scaling") is None and scaling.get("rope_type", scaling.get("type", "default")) != "default":
-            data["rope_scaling"] = scaling
-        if data.get("head_dim") is None and "hidden_size" in data and "num_attention_heads" in data:
-            data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
-        if data.get("dtype") and not data.get("torch_dtype"):
-            data["torch_dtype"] = data["dtype"]
-        names = {f.name for f in fields(cls)} - {"extra"}
-        known = {k: v for k, v in data.items() if k in names}
-        extra = {k: v for k, v in data.items() if k not in names and k != "extra"}
-        return cls(**known, extra=extra)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        extra = data.pop("extra")
-        data = {**extra, **data}
-        data["model_type"] = "sdar"
-        data["architectures"] = ["SDARForCausalLM"]
-        data.pop("auto_map", None)  # our checkpoints load without remote code
-        if data["torch_dtype"] is None:
-            del data["torch_dtype"]
-        return data
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -119,34 +81,6 @@ ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
 def rope_type(config: SDARConfig) -> str:
     scaling = config.rope_scaling or {}
     return scaling.get("rope_type", scaling.get("type", "default"))
-
-
-def unimplemented_settings(config: SDARConfig) -> list[str]:
-    """Config keys whose value would change the model's math in a way this file does not
-    implement; each one is a reason to refuse the checkpoint rather than compute something
-    else. (Training-only keys, such as dropout or fused losses, change nothing here.)"""
-    extra = config.extra
-    problems = []
-    if rope_type(config) not in ROPE_TYPES:
-        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} (implemented: {', '.join(ROPE_TYPES)})")
-    elif rope_type(config) in ("linear", "dynamic") and not (config.rope_scaling or {}).get("factor"):
-        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} without a factor")
-    for key in ("partial_rotary_factor",):
-        value = (config.rope_scaling or {}).get(key, extra.get(key, 1.0))
-        if value != 1.0:
-            problems.append(f"{key} = {value!r} (only 1.0: RoPE over the whole head)")
-    if extra.get("hidden_act", "silu") != "silu":
-        problems.append(f"hidden_act = {extra['hidden_act']!r} (only 'silu')")
-    for key in ("attention_bias", "mlp_bias"):
-        if extra.get(key):
-            problems.append(f"{key} = true (the projections have no bias)")
-    if extra.get("use_sliding_window"):
-        problems.append(f"use_sliding_window = true (sliding_window {extra.get('sliding_window')!r}; "
-                        "only full attention)")
-    kinds = set(extra.get("layer_types") or ()) - {"full_attention"}
-    if kinds:
-        problems.append(f"layer_types holds {sorted(kinds)} (only 'full_attention')")
-    return problems
 
 
 def rope_frequencies(config: SDARConfig, position_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -295,57 +229,42 @@ class Attention(nn.Module):
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        # q, k and v rows stacked in one matrix (engine.loading stacks a checkpoint's three).
+        self.qkv_proj = nn.Linear(config.hidden_size, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor,
-        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache_position: torch.Tensor | None = None,
-        key_len: int | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
-        if hasattr(self, "qkv_weight"):  # fuse_projections: one matmul instead of three
-            q, k, v = F.linear(x, self.qkv_weight).split(
-                [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
-            )
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = self.qkv_proj(x).split(
+            [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
+        )
         q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(k.view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         if kv is not None:
-            # Write this call's keys at their positions, then attend over the cache: the
-            # mask decides which cached positions count.
+            # Write this call's keys at their positions, then attend over the cache's first
+            # mask.shape[-1] positions: the mask decides which of them count.
             keys, values = kv
-            keys[:, :, cache_position] = k
-            values[:, :, cache_position] = v
-            k, v = keys[:, :, :key_len], values[:, :, :key_len]
+            keys[:, :, positions] = k
+            values[:, :, positions] = v
+            k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
         return self.o_proj(grouped_attention(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        # gate and up rows stacked in one matrix (engine.loading stacks a checkpoint's two).
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "gate_up_weight"):  # fuse_projections: one matmul instead of two
-            gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        else:
-            gate, up = self.gate_proj(x), self.up_proj(x)
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -357,8 +276,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, kv=None, cache_position=None, key_len=None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, cache_position, key_len)
+    def forward(self, x, cos, sin, mask, kv=None, positions=None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -375,17 +294,14 @@ class SDARForCausalLM(nn.Module):
 
     Optional arguments:
     - `position_ids` [T] or [B, T] (default 0..T-1);
-    - `attn_mask` bool [T, S] or [B, 1, T, S] (True = may attend) replacing the block-causal
-      mask, e.g. for training on a [noisy ; clean] layout;
-    - `cache` + `cache_position` [T]: write this call's keys/values at those positions of a
-      `KVCache` and attend over its first `key_len` positions (default: all of it) under the
-      block-causal rule on absolute positions;
-    - `block_size`: decode with another block size than the checkpoint's;
-    - `logits_to_keep`: compute logits for the last N positions only (0 = all); decoding
-      needs the current block's, and the vocabulary projection is a large matmul;
-    - `layer_runner(layer, *args)`: runs each decoder layer instead of `layer(*args)`; the
-      fast decoding path passes a torch.compile'd DecoderLayer.forward (one compiled graph
-      serves every layer, since the layers differ only in their weights).
+    - `attn_mask` bool [T, S] or [B|1, 1, T, S] (True = may attend) replacing the block-causal
+      mask of the checkpoint's block size: training's [noisy ; clean] layout, or decoding with
+      another block size;
+    - `cache`: a KVCache; this call's keys and values are written at `position_ids` (required)
+      and attention runs over the cache's first S positions (S: the mask's last dimension;
+      by default the whole cache under the block-causal rule on absolute positions);
+    - `logits_to_keep`: logits for the last N positions only (0 = all); decoding needs the
+      current block's, and the vocabulary projection is a large matmul.
     """
 
     def __init__(self, config: SDARConfig):
@@ -402,61 +318,23 @@ class SDARForCausalLM(nn.Module):
         position_ids: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
-        cache_position: torch.Tensor | None = None,
-        key_len: int | None = None,
-        block_size: int | None = None,
         logits_to_keep: int = 0,
-        layer_runner: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        cfg = self.config
         b, t = input_ids.shape
-        device = input_ids.device
         if position_ids is None:
-            position_ids = cache_position if cache_position is not None else torch.arange(t, device=device)
+            if cache is not None:
+                raise ValueError("a KV cache needs position_ids (where this call's tokens go)")
+            position_ids = torch.arange(t, device=input_ids.device)
         if position_ids.dim() == 1:
             position_ids = position_ids[None].expand(b, t)
-        if cache is not None:
-            if cache_position is None:
-                raise ValueError("a KV cache needs cache_position (where this call's tokens go)")
-            key_len = cache.max_len if key_len is None else key_len
-            key_pos = torch.arange(key_len, device=device)
-        else:
-            key_pos = position_ids[0]
         if attn_mask is None:
-            attn_mask = block_causal_mask(position_ids, key_pos, block_size or cfg.block_size)
+            key_pos = torch.arange(cache.max_len, device=input_ids.device) if cache is not None else position_ids[0]
+            attn_mask = block_causal_mask(position_ids, key_pos, self.config.block_size)
         elif attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
         x = self.model.embed_tokens(input_ids)
-        cos, sin = rotary_cos_sin(position_ids, cfg, x.dtype)
-        run = layer_runner or DecoderLayer.__call__
+        cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None
-            x = run(layer, x, cos, sin, attn_mask, kv, cache_position, key_len)
+            x = layer(x, cos, sin, attn_mask, kv, position_ids[0])
         return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))
-
-
-def _fuse_rows(*linears: nn.Linear) -> torch.Tensor:
-    """One tensor holding the linears' weights stacked; each weight becomes a view of it."""
-    fused = torch.cat([linear.weight.detach() for linear in linears])
-    row = 0
-    for linear in linears:
-        rows = linear.weight.shape[0]
-        linear.weight = nn.Parameter(fused[row : row + rows], requires_grad=linear.weight.requires_grad)
-        row += rows
-    return fused
-
-
-def fuse_projections(model: SDARForCausalLM) -> None:
-    """Stack each layer's q/k/v and gate/up weights into one tensor (the parameters become
-    views of it, so names, values and the state dict stay the same), so that a decoding step
-    runs 4 larger matmuls per layer instead of 7: on a GPU, fewer and larger kernels read the
-    weights faster. Idempotent."""
-    with torch.inference_mode(False), torch.no_grad():
-        for layer in model.model.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            if not hasattr(attn, "qkv_weight"):
-                # Buffers, not plain attributes: torch.compile then treats them as inputs, and
-                # one compiled layer serves all layers.
-                attn.register_buffer("qkv_weight", _fuse_rows(attn.q_proj, attn.k_proj, attn.v_proj), persistent=False)
-            if not hasattr(mlp, "gate_up_weight"):
-                mlp.register_buffer("gate_up_weight", _fuse_rows(mlp.gate_proj, mlp.up_proj), persistent=False)

@@ -13,11 +13,12 @@ import concurrent.futures
 import http.client
 import json
 import time
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from engine import prompts
-from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Sampling
+from engine.base import CancelFn, EngineBase, ProgressFn, request_task
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Request, Sampling
 
 CANCEL_POLL_S = 0.1
 CONNECT_TIMEOUT_S = 10.0
@@ -50,7 +51,7 @@ def candidates_from_response(body: Any, task: prompts.Task, seconds: float) -> l
     return candidates
 
 
-class SGLangEngine:
+class SGLangEngine(EngineBase):
     model = None
     tokenizer = None
 
@@ -86,9 +87,10 @@ class SGLangEngine:
         finally:
             connection.close()
 
-    def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
-            should_cancel: Callable[[], bool] | None) -> list[Candidate]:
-        body = generate_request(task, n, max_tokens, Sampling.from_kwargs(sampling))
+    def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
+        """SGLang reports no progress; a cancel drops the answer (the server finishes the batch)."""
+        task = request_task(request, "chat", None)
+        body = generate_request(task, request.n, request.max_tokens, request.sampling)
         started = time.perf_counter()
         # The HTTP call blocks; wait on it in slices so that a cancel is noticed (the server
         # finishes the request, its answer is dropped).
@@ -105,20 +107,3 @@ class SGLangEngine:
         finally:
             pool.shutdown(wait=False)
         return candidates_from_response(answer, task, time.perf_counter() - started)
-
-    def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
-                 **sampling) -> list[Candidate]:
-        return self.run(prompts.generate_task(prompt), n, max_tokens, sampling, should_cancel)
-
-    def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-               on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        task = prompts.infill_task(prefix, suffix, reference, "chat", None)
-        return self.run(task, n, max_tokens, sampling, should_cancel)
-
-    def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024, on_progress=None,
-                 should_cancel=None, **sampling) -> list[Candidate]:
-        try:
-            task = prompts.optimize_task(code, language, "chat", None)
-        except ValueError as exc:
-            raise EngineError(f"optimize: {exc}") from exc
-        return self.run(task, n, max_tokens, sampling, should_cancel)

@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.fim_data import PAD_DOC, Batch, CorpusSplit, FimSampler
-from engine.loading import save_checkpoint
-from engine.model import SDARConfig, SDARForCausalLM
+from engine.loading import config_from_json, save_checkpoint
+from engine.model import SDARForCausalLM
 
 
 @dataclass
@@ -128,7 +128,7 @@ def make_optimizer(model: torch.nn.Module, settings: TrainSettings, device: torc
 
 def build_model(settings: TrainSettings, device: torch.device) -> SDARForCausalLM:
     torch.manual_seed(settings.seed)
-    config = SDARConfig.from_json(dict(settings.model))
+    config = config_from_json(dict(settings.model))
     model = SDARForCausalLM(config)
     std = 0.02
     for name, p in model.named_parameters():

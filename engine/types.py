@@ -1,9 +1,10 @@
-"""The engine's data: sampling settings, candidates, progress, errors (docs/architecture.md)."""
+"""The engine's data: sampling settings, the typed requests, candidates, progress, errors
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
 
 STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic")
 PRESETS = ("default", "dice")
@@ -78,6 +79,66 @@ class Sampling:
             raise EngineError(f"unknown sampling option(s): {', '.join(unknown)}; known: {', '.join(sorted(names))}")
         kwargs = dict(kwargs)
         return cls.for_preset(kwargs.pop("preset", None) or "default", **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """What every request has besides its text: how many answers, how many tokens each, and
+    how to decode. Each request sets its own max_tokens default (docs/DESIGN.md's)."""
+
+    n: int = 1
+    max_tokens: int
+    sampling: Sampling = field(default_factory=Sampling)
+
+
+@dataclass(frozen=True)
+class InfillRequest(Budget):
+    """Each answer replaces the span between `prefix` and `suffix`. `reference`: DICE's
+    KernelBench infilling shows the PyTorch reference above the file (engine.prompts)."""
+
+    method: ClassVar[str] = "infill"
+    prefix: str
+    suffix: str
+    reference: str | None = None
+    max_tokens: int = field(default=256, kw_only=True)
+
+
+@dataclass(frozen=True)
+class GenerateRequest(Budget):
+    """Continue `prompt` as it is (no template)."""
+
+    method: ClassVar[str] = "generate"
+    prompt: str
+    max_tokens: int = field(default=512, kw_only=True)
+
+
+@dataclass(frozen=True)
+class OptimizeRequest(Budget):
+    """language "cuda": `code` is one __global__ function; "kernelbench": a KernelBench file."""
+
+    method: ClassVar[str] = "optimize"
+    code: str
+    language: str = "cuda"
+    max_tokens: int = field(default=1024, kw_only=True)
+
+
+Request = InfillRequest | GenerateRequest | OptimizeRequest
+REQUESTS: dict[str, type] = {kind.method: kind for kind in (InfillRequest, GenerateRequest, OptimizeRequest)}
+
+
+def request_to_wire(request: Request) -> dict[str, Any]:
+    """The request as a frame's `args` (engine.service): plain values, sampling a map."""
+    return asdict(request)
+
+
+def request_from_wire(method: str, args: dict[str, Any]) -> Request:
+    """A frame's method and args as a request: TypeError for missing or unknown arguments,
+    EngineError for bad sampling settings."""
+    args = dict(args)
+    sampling = args.pop("sampling", None) or {}
+    if not isinstance(sampling, dict):
+        raise TypeError(f"sampling must be a map, not {type(sampling).__name__}")
+    return REQUESTS[method](**args, sampling=Sampling.from_kwargs(sampling))
 
 
 @dataclass

@@ -74,6 +74,17 @@ def test_cached_and_static_paths_give_the_same_tokens_as_recomputing(tiny, promp
     assert all(1023 not in t for t in cached.tokens)  # no mask left, none predicted
 
 
+def test_decoding_leaves_the_model_as_it_was(tiny):
+    """The fast paths' shapes run on the model as loaded: no weights swapped or buffers added."""
+    parameters = {name: (p, p.data_ptr()) for name, p in tiny.named_parameters()}
+    buffers = dict(tiny.named_buffers())
+    decode(tiny, prompt(10), n=2, max_tokens=8, sampling=Sampling(), stop_ids=[], path="static")
+    after = {name: (p, p.data_ptr()) for name, p in tiny.named_parameters()}
+    assert after.keys() == parameters.keys()
+    assert all(after[name][0] is p and after[name][1] == ptr for name, (p, ptr) in parameters.items())
+    assert dict(tiny.named_buffers()) == buffers
+
+
 def test_the_first_block_starts_inside_the_prompts_partial_block(tiny):
     """Prompt of 10 with block 4: the first block is positions 8..11, two of them prompt
     tokens; with one step per token it takes 2 steps, then 4 per block after it."""

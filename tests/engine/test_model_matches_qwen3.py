@@ -15,6 +15,10 @@ from engine.model import block_causal_mask
 
 from .conftest import copy_tokenizer
 
+# The SDAR tokenizer's 151670 tokens must fit the embedding table (engine.loading refuses a
+# tokenizer larger than the vocabulary); the test ids stay below 512.
+VOCAB = 151680
+
 
 def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
     """A random Qwen3 saved by transformers in shards, relabelled as an SDAR config."""
@@ -22,7 +26,7 @@ def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
 
     torch.manual_seed(1)
     config = Qwen3Config(
-        vocab_size=512,
+        vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=96,
         num_hidden_layers=3,
@@ -37,7 +41,7 @@ def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
     with torch.no_grad():
         for p in reference.parameters():
             p.normal_(0.0, 0.3)
-    reference.save_pretrained(folder, max_shard_size="100KB")
+    reference.save_pretrained(folder, max_shard_size="8MB")
     data = json.loads((folder / "config.json").read_text())
     data.update(model_type="sdar", block_size=block_size, mask_token_id=151669)
     (folder / "config.json").write_text(json.dumps(data))
@@ -90,18 +94,19 @@ def test_explicit_mask_and_positions_replace_the_default(tmp_path, sdar_tokenize
     assert (shifted - shifted_ref).abs().max().item() < 1e-4
 
 
-def test_fused_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
-    from engine.model import fuse_projections
+def test_stacked_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
+    """The model's qkv_proj and gate_up_proj hold the checkpoint's q/k/v and gate/up rows, and
+    give them back under the checkpoint's names (what save_checkpoint writes)."""
+    from engine.loading import checkpoint_weights
 
     reference = qwen3_checkpoint(tmp_path, sdar_tokenizer_dir, block_size=1, tied=False)
     model, _, _ = load_checkpoint(tmp_path, "cpu", torch.float32)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    fuse_projections(model)
-    fuse_projections(model)  # idempotent
-    after = model.state_dict()
+    before = reference.state_dict()
+    after = checkpoint_weights(model)
     assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
-    attn = model.model.layers[0].self_attn
-    assert attn.q_proj.weight.data_ptr() == attn.qkv_weight.data_ptr()  # a view, not a copy
+    attn = reference.model.layers[0].self_attn
+    stacked = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+    assert torch.equal(model.model.layers[0].self_attn.qkv_proj.weight, stacked)
     ids = torch.randint(0, 512, (2, 21), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         assert (model(ids) - reference(ids).logits).abs().max().item() < 1e-4
@@ -123,7 +128,7 @@ def test_rope_scaling_equals_qwen3(tmp_path, sdar_tokenizer_dir, scaling, length
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(2)
-    config = Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32,
                          rope_parameters={"rope_theta": 10_000.0, **scaling})
     reference = Qwen3ForCausalLM(config).eval()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.asyncio
 
 
 def kernels_source(count: int) -> str:
-    spec = importlib.util.spec_from_file_location("lsp_load", REPO / "bench" / "lsp_load.py")
+    spec = importlib.util.spec_from_file_location("lsp_load", REPO / "benchmarks" / "lsp_load.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.kernels_source(count)

@@ -1,9 +1,9 @@
 """Decoding speed of the `dice` preset next to the project's default, on a model of
-DICE-1.7B's shape (bench/engine_speed.py's, random bf16 weights; the mask token's embedding
+DICE-1.7B's shape (benchmarks/engine_speed.py's, random bf16 weights; the mask token's embedding
 row is zero, see random_model).
 
-    python bench/preset_speed.py                 # on the GPU machine (about 1 minute on an H200)
-    python bench/preset_speed.py --tiny          # any machine: a tiny shape, to check the script runs
+    python benchmarks/preset_speed.py                 # on the GPU machine (about 1 minute on an H200)
+    python benchmarks/preset_speed.py --tiny          # any machine: a tiny shape, to check the script runs
 
 Settings, each decoding --gen tokens per candidate after a --prompt-token prompt, 4-token
 blocks, 4 steps per block, batch 1 (and --batch N):
@@ -37,7 +37,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
+from benchmarks.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
 from engine.decode import decode  # noqa: E402
 from engine.model import SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402

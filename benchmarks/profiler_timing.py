@@ -12,7 +12,7 @@
 
 Writes $OUT/profiler_timing.json and $OUT/profiler_timing.md (a table for docs/benchmarks.md);
 OUT defaults to ./.device-out. Run from the repository root:
-    python bench/profiler_timing.py
+    python benchmarks/profiler_timing.py
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ switching between rounds, so two timers that ran at different moments could be 1
 while neither is biased. The profiler's judging is not affected: it interleaves baseline
 and candidate run by run, so both see the same mode. Run from the repository root on the
 GPU machine:
-    python bench/tiny_kernel_modes.py
+    python benchmarks/tiny_kernel_modes.py
 """
 
 from __future__ import annotations

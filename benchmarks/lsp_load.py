@@ -15,7 +15,7 @@ What it does, bounded in count and in time (it stops by itself, at the latest af
 Every request must be answered. Reported: latency percentiles per phase and method, the
 server's peak memory (its own VmHWM) and the peak of the server and its compilers together
 (sampled every 50 ms). Run from the repository root:
-    python bench/lsp_load.py            # writes a table to stdout and JSON to --json
+    python benchmarks/lsp_load.py            # writes a table to stdout and JSON to --json
 """
 
 from __future__ import annotations

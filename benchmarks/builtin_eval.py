@@ -1,7 +1,7 @@
 """Evaluate the built-in model on held-out corpus kernels: compile rate, exact match, latency.
 
-    python bench/builtin_eval.py [--model builtin] [--corpus .corpus] [--files 25] [--device cpu]
-    python bench/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
+    python benchmarks/builtin_eval.py [--model builtin] [--corpus .corpus] [--files 25] [--device cpu]
+    python benchmarks/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
 
 Cases: held-out (test split) files of scripts/build_corpus.py that compile on their own
 with nvcc; in each, one statement (a `;`-terminated line inside a function body, without
@@ -127,11 +127,11 @@ def random_twin(folder: Path, out: Path, seed: int) -> Path:
     (initialized as engine.train initializes before training)."""
     import torch
 
-    from engine.loading import load_checkpoint, save_checkpoint
+    from engine.loading import config_to_json, load_checkpoint, save_checkpoint
     from engine.train import TrainSettings, build_model
 
     _, tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
-    settings = TrainSettings(model=config.to_dict(), seed=seed)
+    settings = TrainSettings(model=config_to_json(config), seed=seed)
     model = build_model(settings, torch.device("cpu"))
     save_checkpoint(model.to(torch.bfloat16), tokenizer, out)
     return out

@@ -24,7 +24,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "other_stream": (r"torch\.cuda\.Stream\s*\(", r"torch\.cuda\.stream\s*\(", r"cudaStreamCreate",
                      r"getStreamFromPool", r"cuda\.Stream\s*\("),
     "threads": (r"\bimport\s+threading\b", r"\bthreading\.", r"\bmultiprocessing\b", r"concurrent\.futures",
-                r"std::thread", r"\bos\.fork\b", r"\bsubprocess\b", r"pthread_create"),
+                r"std::thread", r"\bos\.(?:fork|forkpty|posix_spawnp?|spawn\w*|exec\w*|system|popen)\b",
+                r"(?<![\w.])fork\s*\(", r"\bsubprocess\b", r"pthread_create"),
     "timer_patch": (rf"{_TIMERS}\s*=(?!=)", rf"setattr\s*\([^)]*['\"](?:perf_counter|time|monotonic|"
                     r"elapsed_time|synchronize|Event|record)['\"]"),
     "comparison_patch": (rf"{_COMPARISONS}\s*=(?!=)", r"setattr\s*\([^)]*['\"](?:allclose|isclose|equal|"
@@ -47,7 +48,32 @@ PATTERNS: dict[str, tuple[str, ...]] = {
 _COMPILED = {name: [re.compile(p) for p in patterns] for name, patterns in PATTERNS.items()}
 
 
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([^\n#;)]+)", re.M)
+
+
+def unaliased(source: str) -> str:
+    """The source with each module alias (`import os as _os`) and each name imported under
+    another (`from os import fork as f`) written out in full, so that the patterns, written
+    for `os.fork`, see through a renaming import."""
+    names: dict[str, str] = {}
+    for (imported,) in (m.groups() for m in _IMPORT.finditer(source)):
+        for part in imported.split(","):
+            module, _, alias = (w.strip() for w in part.partition(" as "))
+            if alias and alias != module:
+                names[alias] = module
+    for module, imported in _FROM_IMPORT.findall(source):
+        for part in imported.split(","):
+            name, _, alias = (w.strip() for w in part.partition(" as "))
+            if alias and alias != name:
+                names[alias] = f"{module}.{name}"
+    for alias, full in names.items():
+        source = re.sub(rf"(?<![\w.]){re.escape(alias)}\b(?!\s*=[^=])", full, source)
+    return source
+
+
 def _counts(source: str) -> dict[str, int]:
+    source = unaliased(source)
     return {name: sum(len(p.findall(source)) for p in patterns) for name, patterns in _COMPILED.items()}
 
 

@@ -250,8 +250,16 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
         "environment": "token = os.environ['HF_TOKEN']\n",
         "file_write": "open('/tmp/x', 'w').write('y')\n",
     }
-    for name, code in cases.items():
-        assert static_flags(candidate(code), BASELINE) == [name], name
+    # the same under a renaming import (a GPU test's double fork hid behind `import os as _os`)
+    renamed = {
+        "threads": "import os as _os\nif _os.fork() == 0:\n    _os._exit(0)\n",
+        "environment": "import os as q\ntoken = q.getenv('HF_TOKEN')\n",
+        "file_write": "from os import unlink as gone\ngone('/tmp/x')\n",
+        "library_patch": "import torch.nn.functional as G\nG.relu = lambda x: x\n",
+    }
+    for name, code in [*cases.items(), *renamed.items()]:
+        assert static_flags(candidate(code), BASELINE) == [name], (name, code)
+    assert static_flags(candidate("from os import fork as spawn\nspawn()\n"), BASELINE) == ["threads"]
     assert static_flags(candidate(""), BASELINE) == []
     assert static_flags(candidate("torch.backends.cuda.matmul.allow_tf32 = True\n"), BASELINE) == []
     # the user's own baseline reading the environment is not the candidate's doing

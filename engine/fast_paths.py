@@ -27,6 +27,7 @@ from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "graphs", "compiled")
 FAST_PATHS = ("graphs", "compiled")  # the GPU-only ones: the engine falls back to `cached` if they fail
+COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled path)
 
 
 class ForwardPath(Protocol):
@@ -64,21 +65,28 @@ class CachedForward:
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
         self.model = model
+        # The prompt always runs eagerly: its length changes with every request, and through a
+        # compiled model (StaticForward) each new length would be a new compilation, past
+        # dynamo's limit a failure (the DICE golden prompts of 8, 10 and 13 tokens ended the
+        # compiled path on the H200).
+        self.eager = model
         self.cache = cache
         self.block_size = block_size
 
-    def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int, cache: KVCache | None = None):
+    def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int, cache: KVCache | None = None,
+            model: SDARForCausalLM | None = None):
         """Logits of the last `keep` of `ids` at `positions`, their keys written to the cache,
         attending over its first `key_len` positions."""
         mask = block_mask(positions, key_len, self.block_size)
         cache = self.cache if cache is None else cache
-        return self.model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep)
+        return (model or self.model)(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep)
 
     def prefill(self, prompt: torch.Tensor) -> None:
         length = prompt.shape[1]
         if length == 0:
             return
-        self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.first_row())
+        self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.first_row(),
+                 model=self.eager)
         self.cache.copy_first_row(length)
 
     def block_logits(self, x, start, end, commit_previous):
@@ -110,7 +118,10 @@ class StaticForward(CachedForward):
         self.compiled = compiled
         if compiled:
             # Static shapes: each is captured in a CUDA graph anyway. torch.compile wraps the
-            # model without changing it; the plain paths keep calling it eagerly.
+            # model without changing it; the plain paths keep calling it eagerly. A path per
+            # batch size and cache length, two window shapes each: dynamo's default of 8
+            # compilations of one function runs out within a working session.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, COMPILE_LIMIT)
             self.model = torch.compile(model, fullgraph=True, dynamic=False)
 
     def shapes(self, start: int, end: int) -> tuple[int, int]:

@@ -145,3 +145,23 @@ def test_bad_requests_are_clear_errors(tiny):
         decode(tiny, prompt(8), max_tokens=4, sampling=Sampling(), stop_ids=[], path="graphs")
     with pytest.raises(EngineError, match="strategy"):
         Sampling(strategy="fastest")
+
+
+def test_the_compiled_path_reads_prompts_eagerly(tiny):
+    """A prompt's length changes with every request: through the compiled model each length
+    was a compilation, and the ninth ended the path (seen on the H200 with DICE's golden
+    prompts). Prefill of twelve lengths compiles nothing and fills the cache as eagerly."""
+    import torch._dynamo
+
+    from engine.fast_paths import StaticForward
+    from engine.model import KVCache
+
+    torch._dynamo.reset()
+    compiled_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for length in range(3, 15):
+        ids = torch.tensor([prompt(length)])
+        caches = [KVCache.allocate(tiny.config, 2, 32, "cpu", torch.float32) for _ in range(2)]
+        StaticForward(tiny, caches[0], 4, compiled=True).prefill(ids)
+        StaticForward(tiny, caches[1], 4).prefill(ids)
+        assert all(torch.equal(a, b) for a, b in zip(caches[0].keys + caches[0].values, caches[1].keys + caches[1].values))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled_before

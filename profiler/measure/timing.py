@@ -26,7 +26,7 @@ WARMUP_RUNS = 3
 MIN_RUNS = 20
 MAX_RUNS = 5000
 TARGET_REL_HALF_WIDTH = 0.01  # stop adding runs once the interval is within +-1% of the ratio
-ESCAPE_RUNS = 10
+ESCAPE_RUNS = 20
 EVENT_RESOLUTION_MS = 0.0005
 
 
@@ -128,19 +128,24 @@ class EscapeCheck:
         return self.wall_ms - self.event_ms
 
 
-def escape_check(fn: Callable[[], Any], ops: DeviceOps, runs: int = ESCAPE_RUNS) -> EscapeCheck:
-    events, walls = [], []
-    for _ in range(runs):
-        ops.synchronize()
-        start, end = ops.new_event(), ops.new_event()
-        t0 = time.perf_counter()
-        start.record()
-        fn()
-        end.record()
-        ops.synchronize()
-        walls.append((time.perf_counter() - t0) * 1000)
-        events.append(ops.elapsed_ms(start, end))
-    return EscapeCheck(summarize(events).median_ms, summarize(walls).median_ms)
+def escape_checks(fns: list[Callable[[], Any]], ops: DeviceOps, runs: int = ESCAPE_RUNS) -> list[EscapeCheck]:
+    """Each fn's median event and wall time, the fns interleaved (order alternating every run)
+    as in _timed_runs: other work on the GPU or the CPU (another process's kernels, a build)
+    stretches the wall times of both alike instead of whichever ran while it lasted."""
+    events: list[list[float]] = [[] for _ in fns]
+    walls: list[list[float]] = [[] for _ in fns]
+    for r in range(runs):
+        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
+            ops.synchronize()
+            start, end = ops.new_event(), ops.new_event()
+            t0 = time.perf_counter()
+            start.record()
+            fns[i]()
+            end.record()
+            ops.synchronize()
+            walls[i].append((time.perf_counter() - t0) * 1000)
+            events[i].append(ops.elapsed_ms(start, end))
+    return [EscapeCheck(summarize(e).median_ms, summarize(w).median_ms) for e, w in zip(events, walls)]
 
 
 def escaped_timer(baseline: EscapeCheck, candidate: EscapeCheck) -> bool:

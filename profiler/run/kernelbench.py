@@ -34,7 +34,7 @@ from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.measure.timing import escape_check, sample_one, time_pair
+from profiler.measure.timing import escape_checks, sample_one, time_pair
 from profiler.measure.verify import compare
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
@@ -386,7 +386,8 @@ def _run_kernelbench(request: dict) -> dict:
     else:
         pair = time_pair(base_fn, cand_fn, ops, budget_s=budget)
         timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
-        escape = {"baseline": vars(escape_check(base_fn, ops)), "candidate": vars(escape_check(cand_fn, ops))}
+        base_escape, cand_escape = escape_checks([base_fn, cand_fn], ops)
+        escape = {"baseline": vars(base_escape), "candidate": vars(cand_escape)}
     extra["clocks_mhz"] = gpu.clocks_mhz()
     final = problem.check(seeds[-1], bool(problem.signed_ok), what)
     if final is not None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from profiler.measure.stats import speedup_interval, summarize
-from profiler.measure.timing import EscapeCheck, escaped_timer
+from profiler.measure.timing import DeviceOps, EscapeCheck, escape_checks, escaped_timer
 
 
 def test_summary_quantiles():
@@ -54,3 +54,28 @@ def test_escaped_timer_rule():
     assert not escaped_timer(honest, EscapeCheck(event_ms=0.5, wall_ms=0.54))
     # the candidate's events saw 0.01 ms but the device was busy for a millisecond
     assert escaped_timer(honest, EscapeCheck(event_ms=0.01, wall_ms=1.0))
+
+
+def test_escape_checks_share_other_work_between_baseline_and_candidate():
+    """Another process's work on the GPU (or a build on the CPU) stretches the wall time of
+    whatever runs while it lasts; here it lasts the second half of the check. Run one after
+    the other, the candidate would take all of it and look like work the events missed (a
+    KernelBench candidate timed beside other GPU tests on the H200 did); interleaved, both
+    take half."""
+    import time
+
+    calls = []
+
+    class Event:
+        def record(self):
+            pass
+
+    def fn():
+        calls.append(None)
+        time.sleep(0.0002 + (0.003 if len(calls) > 20 else 0.0))
+
+    ops = DeviceOps(new_event=Event, elapsed_ms=lambda start, end: 0.2, synchronize=lambda: None,
+                    flush_l2=lambda: None)
+    base, cand = escape_checks([fn, fn], ops, runs=20)
+    assert not escaped_timer(base, cand), (base, cand)
+    assert len(calls) == 40

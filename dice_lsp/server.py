@@ -21,23 +21,26 @@ from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from dice_lsp import actions, editor_jobs, kernel_tools, transport
-from dice_lsp.cache import ResultCache
-from dice_lsp.compile_check import CompileChecker
-from dice_lsp.config import Settings, parse_settings
-from dice_lsp.diagnostics import DiagnosticsStore
-from dice_lsp.document_analysis import Analyses, Analysis
-from dice_lsp.edits import candidate_edit
-from dice_lsp.engine_host import EngineHost
-from dice_lsp.file_watch import FileWatcher
-from dice_lsp.job_registry import JobRegistry
-from dice_lsp.lenses import code_lenses, hover
-from dice_lsp.lsp_text import open_document
-from dice_lsp.measured import live_keys
-from dice_lsp.protocol import DiceProtocol, JsonResult
-from dice_lsp.request_args import job_and_index
-from dice_lsp.status import StatusReporter
-from dice_lsp.targets import TargetError
+from dice_lsp.lsp.features import code_actions as actions
+from dice_lsp.lsp.features import generate as editor_jobs
+from dice_lsp.lsp.features import profile as kernel_tools
+from dice_lsp.lsp import transport
+from dice_lsp.core.cache import ResultCache
+from dice_lsp.lsp.compile_check import CompileChecker
+from dice_lsp.core.config import Settings, parse_settings
+from dice_lsp.lsp.diagnostics import DiagnosticsStore
+from dice_lsp.lsp.document_analysis import Analyses, Analysis
+from dice_lsp.lsp.edits import candidate_edit
+from dice_lsp.core.engine_host import EngineHost
+from dice_lsp.lsp.file_watch import FileWatcher
+from dice_lsp.core.job_registry import JobRegistry
+from dice_lsp.lsp.features.lenses import code_lenses, hover
+from dice_lsp.lsp.lsp_text import open_document
+from dice_lsp.core.measured import live_keys
+from dice_lsp.lsp.protocol import DiceProtocol, JsonResult
+from dice_lsp.lsp.request_args import job_and_index
+from dice_lsp.core.status import StatusReporter
+from dice_lsp.core.targets import TargetError
 
 log = logging.getLogger("dice_lsp")
 

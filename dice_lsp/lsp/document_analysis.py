@@ -22,11 +22,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import PositionCodec, TextDocument
 
-from dice_lsp.lsp_text import document_key
-from dice_lsp.cache import result_key
-from dice_lsp.measured import MeasuredUnit, measured_units, spec_text
-from dice_lsp.targets import TargetError, language_of
-from dice_lsp.text_offsets import line_starts, offset_at_point
+from dice_lsp.lsp.lsp_text import document_key
+from dice_lsp.core.cache import result_key
+from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
+from dice_lsp.core.targets import TargetError, language_of
+from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from profiler.spec import SpecError, parse_spec
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
@@ -161,10 +161,10 @@ def analyse(text: str, path: str) -> Analysis:
 
 
 async def parse_in_process(text: str, path: str) -> Parsed:
-    """parse_document in a child process (`python -m dice_lsp.document_analysis`), killed if
+    """parse_document in a child process (`python -m dice_lsp.lsp.document_analysis`), killed if
     the request is cancelled; it reads the text from stdin and pickles the Parsed back."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dice_lsp.document_analysis", path,
+        sys.executable, "-m", "dice_lsp.lsp.document_analysis", path,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -228,7 +228,7 @@ def _big_files() -> asyncio.Semaphore:
 
 if __name__ == "__main__":
     # The module as the server imports it, so that what is pickled names its classes there.
-    from dice_lsp import document_analysis
+    from dice_lsp.lsp import document_analysis
 
     source = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
     parsed = document_analysis.parse_document(source, sys.argv[1])

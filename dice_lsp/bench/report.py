@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dice_lsp.bench_results import FINISHED_STATES, TaskRecord
-from dice_lsp.bench_stats import EAGER, Table, outcome
+from dice_lsp.bench.results import FINISHED_STATES, TaskRecord
+from dice_lsp.bench.stats import EAGER, Table, outcome
 
 COLUMNS = ("level", "problems", "compiled", "correct", "fast_1", "fast_2", "geomean")
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 
-from dice_lsp.jobs import Snapshot
-from dice_lsp.lsp_text import text_document
+from dice_lsp.core.jobs import Snapshot
+from dice_lsp.lsp.lsp_text import text_document
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import profiler
-from dice_lsp.text_offsets import line_starts, offset_at, offset_at_point
+from dice_lsp.core.text_offsets import line_starts, offset_at, offset_at_point
 from profiler.cuda_source import Kernel, find_kernel
 
 

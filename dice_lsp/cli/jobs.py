@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from dice_lsp import jobs
-from dice_lsp.config import Settings
-from dice_lsp.engine_host import MODEL_CHOICES, ModelUnavailable
-from dice_lsp.jobs import JobResult, Snapshot
-from dice_lsp.targets import TargetError, fill_target, optimize_target
-from dice_lsp.text_offsets import offset_at
+from dice_lsp.core import jobs
+from dice_lsp.core.config import Settings
+from dice_lsp.core.engine_host import MODEL_CHOICES, ModelUnavailable
+from dice_lsp.core.jobs import JobResult, Snapshot
+from dice_lsp.core.targets import TargetError, fill_target, optimize_target
+from dice_lsp.core.text_offsets import offset_at
 
 _RANGE = re.compile(r"(\d+):(\d+)-(\d+):(\d+)")
 _BAR_WIDTH = 24

@@ -1,7 +1,7 @@
 """Judging the problems of a bench run in parallel worker processes, one GPU each.
 
 Each problem is judged by `profiler.judge` inside its own worker process
-(`python -m dice_lsp.bench_worker`), which:
+(`python -m dice_lsp.bench.worker`), which:
 - pins the worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
   sandbox processes, so that two problems are never timed on the same GPU at once;
 - bounds the whole problem with a wall-clock limit (what the profiler itself allows its
@@ -117,7 +117,7 @@ class LiveWorkers:
 
 def run_worker(job: JudgeJob, gpu: str | None, live: LiveWorkers | None = None) -> dict[str, Any]:
     """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
-    as dice_lsp.bench_worker writes it. The process sits in `live` while it runs, so that
+    as dice_lsp.bench.worker writes it. The process sits in `live` while it runs, so that
     a stopped run can kill it."""
     with tempfile.TemporaryDirectory(prefix="dice-bench-judge-") as tmp:
         request, result = Path(tmp, "request.json"), Path(tmp, "verdicts.json")
@@ -127,7 +127,7 @@ def run_worker(job: JudgeJob, gpu: str | None, live: LiveWorkers | None = None) 
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dice_lsp.bench_worker", str(request), str(result)],
+            [sys.executable, "-m", "dice_lsp.bench.worker", str(request), str(result)],
             env=env,
             cwd=tmp,
             stdout=subprocess.DEVNULL,

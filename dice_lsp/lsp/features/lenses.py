@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.verdict_view import hover_markdown, lens_title
+from dice_lsp.core.verdict_view import hover_markdown, lens_title
 
 if TYPE_CHECKING:
     from pygls.workspace import PositionCodec
 
-    from dice_lsp.cache import ResultCache
-    from dice_lsp.document_analysis import Analysis
+    from dice_lsp.core.cache import ResultCache
+    from dice_lsp.lsp.document_analysis import Analysis
 
 NOT_MEASURED = "Profile this kernel"
 

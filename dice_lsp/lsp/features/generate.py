@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from dice_lsp import jobs
-from dice_lsp.cache import ResultCache
-from dice_lsp.diagnostics import compiler_diagnostics, first_error, verdict_diagnostic
-from dice_lsp.edits import candidate_edit, candidate_slot
-from dice_lsp.engine_host import ModelUnavailable, worker_died
-from dice_lsp.job_registry import JobCancelled, wait
-from dice_lsp.jobs import JobResult, Snapshot
-from dice_lsp.lsp_text import text_document
-from dice_lsp.measured import measured_units, unit_key
-from dice_lsp.progress import work_done
-from dice_lsp.request_args import document_snapshot, offset_of, range_offsets
-from dice_lsp.targets import TargetError, fill_target, optimize_target
-from dice_lsp.verdict_view import candidate_title, summary
+from dice_lsp.core import jobs
+from dice_lsp.core.cache import ResultCache
+from dice_lsp.lsp.diagnostics import compiler_diagnostics, first_error, verdict_diagnostic
+from dice_lsp.lsp.edits import candidate_edit, candidate_slot
+from dice_lsp.core.engine_host import ModelUnavailable, worker_died
+from dice_lsp.core.job_registry import JobCancelled, wait
+from dice_lsp.core.jobs import JobResult, Snapshot
+from dice_lsp.lsp.lsp_text import text_document
+from dice_lsp.core.measured import measured_units, unit_key
+from dice_lsp.lsp.progress import work_done
+from dice_lsp.lsp.request_args import document_snapshot, offset_of, range_offsets
+from dice_lsp.core.targets import TargetError, fill_target, optimize_target
+from dice_lsp.core.verdict_view import candidate_title, summary
 
 if TYPE_CHECKING:
     from dice_lsp.server import DiceServer

@@ -2,7 +2,7 @@
 
 profiler.check runs nvcc (or a Python parse, and nvcc on the load_inline strings, for
 KernelBench files). A compiler can take gigabytes and minutes, so each check runs in a
-process of its own (`python -m dice_lsp.compile_check`, in its own process group):
+process of its own (`python -m dice_lsp.lsp.compile_check`, in its own process group):
 
 - one check per document at a time: a newer edit cancels the older check and kills its
   process group, compiler included, before the next one starts;
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 import profiler
-from dice_lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
-from dice_lsp.lsp_text import document_key, open_document
-from dice_lsp.targets import TargetError, language_of
+from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
+from dice_lsp.lsp.lsp_text import document_key, open_document
+from dice_lsp.core.targets import TargetError, language_of
 from profiler.results import Diagnostic
 from profiler.spec import spec_errors_as_diagnostics
 
@@ -65,7 +65,7 @@ async def check_in_process(source: str, path: str) -> list[Diagnostic]:
     """document_diagnostics in a child process, killed with its compiler when cancelled."""
     async with _compilers():
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "dice_lsp.compile_check", str(os.getpid()),
+            sys.executable, "-m", "dice_lsp.lsp.compile_check", str(os.getpid()),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )

@@ -12,8 +12,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from dice_lsp.config import Settings
-from dice_lsp.status import StatusReporter
+from dice_lsp.core.config import Settings
+from dice_lsp.core.status import StatusReporter
 
 if TYPE_CHECKING:
     from engine.client import AsyncEngine

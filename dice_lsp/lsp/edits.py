@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.jobs import JobResult
-from dice_lsp.lsp_text import lsp_range, text_document
+from dice_lsp.core.jobs import JobResult
+from dice_lsp.lsp.lsp_text import lsp_range, text_document
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -25,7 +25,7 @@ from pygls.exceptions import (
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
-from dice_lsp.framing import FrameFault
+from dice_lsp.lsp.framing import FrameFault
 
 log = logging.getLogger(__name__)
 

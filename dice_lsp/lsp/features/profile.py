@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 import profiler
-from dice_lsp.diagnostics import verdict_diagnostic
-from dice_lsp.edits import replace_edit
-from dice_lsp.job_registry import JobCancelled, wait
-from dice_lsp.jobs import in_thread
-from dice_lsp.lsp_text import text_document
-from dice_lsp.measured import MeasuredUnit, measured_units, unit_at, unit_key
-from dice_lsp.progress import work_done
-from dice_lsp.request_args import document_snapshot, offset_of
-from dice_lsp.targets import TargetError, kernel_at, language_of
-from dice_lsp.text_offsets import offset_at_point
+from dice_lsp.lsp.diagnostics import verdict_diagnostic
+from dice_lsp.lsp.edits import replace_edit
+from dice_lsp.core.job_registry import JobCancelled, wait
+from dice_lsp.core.jobs import in_thread
+from dice_lsp.lsp.lsp_text import text_document
+from dice_lsp.core.measured import MeasuredUnit, measured_units, unit_at, unit_key
+from dice_lsp.lsp.progress import work_done
+from dice_lsp.lsp.request_args import document_snapshot, offset_of
+from dice_lsp.core.targets import TargetError, kernel_at, language_of
+from dice_lsp.core.text_offsets import offset_at_point
 from profiler.results import Verdict
 from profiler.spec import spec_template
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 
-from dice_lsp.edits import candidate_slot
-from dice_lsp.verdict_view import candidate_title
+from dice_lsp.lsp.edits import candidate_slot
+from dice_lsp.core.verdict_view import candidate_title
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
-    from dice_lsp.document_analysis import Analysis
-    from dice_lsp.job_registry import JobRegistry
+    from dice_lsp.lsp.document_analysis import Analysis
+    from dice_lsp.core.job_registry import JobRegistry
 
 FILL = "dice.fill"
 OPTIMIZE = "dice.optimize"

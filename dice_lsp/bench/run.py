@@ -5,12 +5,12 @@ A run has two phases, both recorded in OUT/results.json after every problem so t
 1. generate: the model answers each problem with N candidates, decoded as one batch
    (or, with --solutions, the candidates are read from files);
 2. judge: every candidate is spliced into its problem and judged by the profiler, problems
-   in parallel worker processes, one per GPU (dice_lsp.bench_judge).
+   in parallel worker processes, one per GPU (dice_lsp.bench.judge).
 Generating all problems before judging any keeps the model off the GPU while kernels are
 being timed. One bad problem (unreadable, engine error, judge crash or timeout) is recorded
 with its reason and the run goes on.
 
-Then it prints a table per level (dice_lsp.bench_stats: problems, compiled, correct,
+Then it prints a table per level (dice_lsp.bench.stats: problems, compiled, correct,
 fast_1, fast_2, geometric-mean speedup; against eager PyTorch and, where it worked,
 torch.compile), writes OUT/speedups.png, and with --json prints the summary object.
 """
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from dice_lsp import bench_results
-from dice_lsp.bench_judge import JudgeJob, JudgePool, worker_slots
-from dice_lsp.bench_problems import discover
-from dice_lsp.bench_report import format_table, write_chart
-from dice_lsp.bench_results import CandidateRecord, RunRecord, TaskRecord
-from dice_lsp.bench_solutions import candidates_for, solution_files
-from dice_lsp.bench_stats import EAGER, TORCH_COMPILE, Table, table
-from dice_lsp.bench_tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+from dice_lsp.bench import results as bench_results
+from dice_lsp.bench.judge import JudgeJob, JudgePool, worker_slots
+from dice_lsp.bench.problems import discover
+from dice_lsp.bench.report import format_table, write_chart
+from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
+from dice_lsp.bench.solutions import candidates_for, solution_files
+from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, table
+from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
 
 if TYPE_CHECKING:
     from engine.types import Progress

@@ -1,9 +1,9 @@
-"""One `dice bench` judging job, run as `python -m dice_lsp.bench_worker REQUEST RESULT`.
+"""One `dice bench` judging job, run as `python -m dice_lsp.bench.worker REQUEST RESULT`.
 
 REQUEST is a JudgeJob as JSON; RESULT receives {"verdicts": [Verdict.to_json()...],
 "profile": {"candidate": i, "verdict": ...} | None}. The profiler itself runs every
 candidate in its own sandbox; this process exists so that the bench can pin it to one GPU
-and bound it with a wall-clock limit (dice_lsp.bench_judge).
+and bound it with a wall-clock limit (dice_lsp.bench.judge).
 
 For a KernelBench problem with a correct candidate, the best one (largest speedup) is also
 run through `profiler.profile`, exactly what `dice profile` does on that file: it times
@@ -26,10 +26,10 @@ def best_correct(verdicts: list[Any]) -> int | None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m dice_lsp.bench_worker REQUEST.json RESULT.json", file=sys.stderr)
+        print("usage: python -m dice_lsp.bench.worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    from dice_lsp.bench_judge import JudgeJob
+    from dice_lsp.bench.judge import JudgeJob
     from profiler.run.harness import die_with_parent
 
     # This process has a session of its own (so that it can be stopped as a group): should

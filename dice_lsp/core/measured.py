@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 
 import profiler
-from dice_lsp.cache import result_key
-from dice_lsp.targets import language_of
-from dice_lsp.text_offsets import line_starts, offset_at_point
+from dice_lsp.core.cache import result_key
+from dice_lsp.core.targets import language_of
+from dice_lsp.core.text_offsets import line_starts, offset_at_point
 
 _SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
 

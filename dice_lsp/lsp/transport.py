@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from dice_lsp.framing import MAX_BODY, FrameReader
+from dice_lsp.lsp.framing import MAX_BODY, FrameReader
 
 if TYPE_CHECKING:
     from dice_lsp.server import DiceServer

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import profiler
-from dice_lsp.config import Settings
-from dice_lsp.targets import Target, fill_target, optimize_target
-from dice_lsp.text_offsets import position_at
+from dice_lsp.core.config import Settings
+from dice_lsp.core.targets import Target, fill_target, optimize_target
+from dice_lsp.core.text_offsets import position_at
 from engine.prompts import kernelbench_infill_parts
 from profiler.results import Verdict
 

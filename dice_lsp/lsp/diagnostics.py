@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.lsp_text import document_key, line_range, lsp_range, open_document
-from dice_lsp.verdict_view import compiler_severity, severity
+from dice_lsp.lsp.lsp_text import document_key, line_range, lsp_range, open_document
+from dice_lsp.core.verdict_view import compiler_severity, severity
 from profiler.results import Diagnostic, Verdict
 
 if TYPE_CHECKING:

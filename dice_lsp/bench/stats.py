@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from dice_lsp.bench_results import FINISHED_STATES, TaskRecord
+from dice_lsp.bench.results import FINISHED_STATES, TaskRecord
 
 EAGER = "eager"
 TORCH_COMPILE = "torch.compile"

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.command in ("fill", "optimize"):
-        from dice_lsp import jobs_cli
+        from dice_lsp.cli import jobs as jobs_cli
 
         return jobs_cli.main(args)
     if args.command in ("profile", "check"):
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
         return profiler_cli.main(args)
     if args.command == "bench":
-        from dice_lsp import bench
+        from dice_lsp.bench import run as bench
 
         return bench.main(args)
     raise AssertionError(args.command)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dice_lsp.core.jobs import JobResult
-from dice_lsp.lsp.lsp_text import document_key
+from dice_lsp.core.uri import document_key
 
 # Finished jobs kept for their "Apply candidate" actions; older ones are forgotten.
 KEEP_FINISHED = 20

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pygls.lsp.server import LanguageServer
 
 STATUS_NOTIFICATION = "dice/status"
 
@@ -24,14 +21,14 @@ class Status:
 
 
 class StatusReporter:
-    """Holds the current status and notifies the client each time it changes."""
+    """Holds the current status and notifies the client (`notify(method, params)`) each time it changes."""
 
-    def __init__(self, server: LanguageServer) -> None:
-        self._server = server
+    def __init__(self, notify: Callable[[str, dict], None]) -> None:
+        self._notify = notify
         self.current = Status()
 
     def update(self, **changes: object) -> None:
         status = dataclasses.replace(self.current, **changes)
         if status != self.current:
             self.current = status
-            self._server.protocol.notify(STATUS_NOTIFICATION, status.to_json())
+            self._notify(STATUS_NOTIFICATION, status.to_json())

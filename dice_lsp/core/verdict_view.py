@@ -1,4 +1,5 @@
-"""How a profiler Verdict reads in the editor: titles, diagnostic severities, hovers, lenses.
+"""How a profiler Verdict reads to people: titles, one-line summaries, hovers, lenses (the
+LSP severities are lsp/diagnostics.py's).
 
 Numbers are printed only where the profiler measured them; anything unmeasured says why
 ("not timed: no GPU") rather than showing a made-up value.
@@ -6,35 +7,7 @@ Numbers are printed only where the profiler measured them; anything unmeasured s
 
 from __future__ import annotations
 
-from lsprotocol import types
-
 from profiler.results import Verdict
-
-_SEVERITY = {
-    "faster": types.DiagnosticSeverity.Information,
-    "not_faster": types.DiagnosticSeverity.Hint,
-    "no_gpu": types.DiagnosticSeverity.Hint,
-    "no_spec": types.DiagnosticSeverity.Warning,
-    "wrong": types.DiagnosticSeverity.Error,
-    "compile_error": types.DiagnosticSeverity.Error,
-    "timeout": types.DiagnosticSeverity.Error,
-    "crash": types.DiagnosticSeverity.Error,
-    "error": types.DiagnosticSeverity.Error,
-}
-
-_COMPILER_SEVERITY = {
-    "error": types.DiagnosticSeverity.Error,
-    "warning": types.DiagnosticSeverity.Warning,
-    "note": types.DiagnosticSeverity.Information,
-}
-
-
-def severity(verdict: Verdict) -> types.DiagnosticSeverity:
-    return _SEVERITY.get(verdict.status, types.DiagnosticSeverity.Warning)
-
-
-def compiler_severity(word: str) -> types.DiagnosticSeverity:
-    return _COMPILER_SEVERITY.get(word, types.DiagnosticSeverity.Information)
 
 
 def _speed(verdict: Verdict) -> str:

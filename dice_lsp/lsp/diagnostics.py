@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.lsp.lsp_text import document_key, line_range, lsp_range, open_document
-from dice_lsp.core.verdict_view import compiler_severity, severity
+from dice_lsp.core.jobs import JobResult
+from dice_lsp.core.slots import candidate_slot
+from dice_lsp.core.verdict_view import summary
+from dice_lsp.lsp.lsp_text import document_key, line_range, lsp_range, open_document, text_document
 from profiler.results import Diagnostic, Verdict
 
 if TYPE_CHECKING:
@@ -21,6 +23,32 @@ if TYPE_CHECKING:
     from pygls.workspace import TextDocument
 
 SOURCE = "dice"
+
+_SEVERITY = {
+    "faster": types.DiagnosticSeverity.Information,
+    "not_faster": types.DiagnosticSeverity.Hint,
+    "no_gpu": types.DiagnosticSeverity.Hint,
+    "no_spec": types.DiagnosticSeverity.Warning,
+    "wrong": types.DiagnosticSeverity.Error,
+    "compile_error": types.DiagnosticSeverity.Error,
+    "timeout": types.DiagnosticSeverity.Error,
+    "crash": types.DiagnosticSeverity.Error,
+    "error": types.DiagnosticSeverity.Error,
+}
+
+_COMPILER_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "note": types.DiagnosticSeverity.Information,
+}
+
+
+def severity(verdict: Verdict) -> types.DiagnosticSeverity:
+    return _SEVERITY.get(verdict.status, types.DiagnosticSeverity.Warning)
+
+
+def compiler_severity(word: str) -> types.DiagnosticSeverity:
+    return _COMPILER_SEVERITY.get(word, types.DiagnosticSeverity.Information)
 
 
 def compiler_diagnostics(document: TextDocument, found: list[Diagnostic]) -> list[types.Diagnostic]:
@@ -72,6 +100,23 @@ class DiagnosticsStore:
         """Verdict diagnostics about the document when it holds exactly `text`."""
         self._verdicts[document_key(uri)] = (text, diagnostics)
         self.publish(uri)
+
+    def set_job_verdicts(self, result: JobResult, text: str, in_document: int | None) -> None:
+        """One diagnostic per candidate over the job's span of `text` (the document, or the
+        text it will hold once candidate `in_document` is applied); the compiler's messages of
+        the candidate in the document at their own lines."""
+        slot = candidate_slot(result, text)
+        if slot is None:
+            return
+        document = text_document(self._server, result.snapshot.uri, text)
+        found = []
+        for i, (_, verdict, _) in enumerate(result.candidates):
+            applied = i == in_document
+            label = f"DICE candidate {i + 1}{' (applied)' if applied else ''}: {summary(verdict)}{first_error(verdict)}"
+            found.append(verdict_diagnostic(document, *slot, label, verdict, in_document=applied))
+        if in_document is not None:
+            found += compiler_diagnostics(document, result.candidates[in_document][1].diagnostics)
+        self.set_verdicts(result.snapshot.uri, text, found)
 
     def clear_verdicts(self, uri: str) -> None:
         if self._verdicts.pop(document_key(uri), None) is not None:

@@ -22,7 +22,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import PositionCodec, TextDocument
 
-from dice_lsp.lsp.lsp_text import document_key
+from dice_lsp.core.uri import document_key
 from dice_lsp.core.cache import result_key
 from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
 from dice_lsp.core.targets import TargetError, language_of

@@ -1,10 +1,5 @@
-"""Where a job's candidates may go in the document as it is now, and the edits that put them there.
-
-A candidate replaces the job's span and nothing else. The document may have moved on since
-the snapshot; a candidate is still safe to apply only if the text before and after the span
-is unchanged and the span holds what the job left there (the original text or one of the
-candidates), so that no edit of the user's is lost.
-"""
+"""The edits that put a candidate (or a spec) in the document, as LSP WorkspaceEdits, and
+asking the editor to apply one. Where a candidate may go is core/slots.py's to say."""
 
 from __future__ import annotations
 
@@ -13,23 +8,13 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from dice_lsp.core.jobs import JobResult
+from dice_lsp.core.slots import candidate_slot
 from dice_lsp.lsp.lsp_text import lsp_range, text_document
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
-
-def candidate_slot(result: JobResult, text: str) -> tuple[int, int] | None:
-    """The span of `text` that a candidate of `result` would replace, or None if unsafe."""
-    before = result.snapshot.text[: result.target.start]
-    after = result.snapshot.text[result.target.end :]
-    if not (text.startswith(before) and text.endswith(after) and len(text) >= len(before) + len(after)):
-        return None
-    start, end = len(before), len(text) - len(after)
-    held = text[start:end]
-    known = {result.snapshot.text[result.target.start : result.target.end]}
-    known.update(result.replacement(i) for i in range(len(result.candidates)))
-    return (start, end) if held in known else None
+    from dice_lsp.lsp.session import Session
 
 
 def replace_edit(server: LanguageServer, uri: str, version: int | None, text: str, start: int, end: int, new: str) -> types.WorkspaceEdit:
@@ -57,3 +42,11 @@ def candidate_edit(
     if slot is None:
         return None
     return replace_edit(server, result.snapshot.uri, version, text, *slot, result.replacement(index))
+
+
+async def apply_edit(ls: Session, edit: types.WorkspaceEdit, label: str) -> bool:
+    """Ask the editor to apply `edit`; whether it did (a refusal is shown with its reason)."""
+    reply = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+    if not reply.applied:
+        ls.show(types.MessageType.Warning, f"DICE: the editor did not apply the edit: {reply.failure_reason or 'no reason given'}")
+    return reply.applied

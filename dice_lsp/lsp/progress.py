@@ -1,4 +1,4 @@
-"""Work-done progress for one job, cancellable from the editor.
+"""Work-done progress for one job, cancellable from the editor, and the status once it ends.
 
 The client may hand a token with the request; otherwise the server creates one when the
 client supports window/workDoneProgress. A `window/workDoneProgress/cancel` for the token
@@ -11,12 +11,16 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from dice_lsp.core.job_registry import Job, wait
+
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
+
+    from dice_lsp.lsp.session import Session
 
 
 def _client_shows_progress(server: LanguageServer) -> bool:
@@ -66,3 +70,12 @@ async def work_done(
     finally:
         progress.tokens.pop(token, None)
         progress.end(token, types.WorkDoneProgressEnd(message=end_message))
+
+
+async def finished(ls: Session, job: Job) -> Any:
+    """The job's result (job_registry.wait); the status says "ready" once no job runs."""
+    try:
+        return await wait(job)
+    finally:
+        if not ls.jobs.running():
+            ls.status.update(busy=False, message="ready")

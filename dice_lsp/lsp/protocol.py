@@ -12,6 +12,7 @@ lifecycle allows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +45,9 @@ class DiceProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self.initialized = False
         self.exit_code: int | None = None  # set by `exit`: the connection is over
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        """pygls cancels a request's own task on $/cancelRequest, but a command's handler runs
-        as a separate task; cancel the job started by that request too."""
-        jobs = getattr(self._server, "jobs", None)
-        if jobs is not None:
-            jobs.cancel_request(msg_id)
-        super()._handle_cancel_notification(msg_id)
+        # Called with a request's id on its $/cancelRequest (the server cancels the job that
+        # request started: a command's handler runs apart from the request's own task).
+        self.on_cancel_request: Callable[[Any], None] | None = None
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         if isinstance(result, JsonResult) and error is None:
@@ -88,6 +84,11 @@ class DiceProtocol(LanguageServerProtocol):
 
     def handle_message(self, message: Any) -> None:
         method = getattr(message, "method", None)
+        # pygls 2 answers $/cancelRequest inside its private _handle_notification, before any
+        # registered handler, and cancels only the request's own task; handle_message is the
+        # public way in that sees it first.
+        if method == types.CANCEL_REQUEST and self.on_cancel_request is not None:
+            self.on_cancel_request(message.params.id)
         is_request = method is not None and getattr(message, "id", None) is not None
         refusal: JsonRpcException | None = None
         if method == types.EXIT:

@@ -29,7 +29,7 @@ from lsprotocol import types
 from dice_lsp.lsp.framing import MAX_BODY, FrameReader
 
 if TYPE_CHECKING:
-    from dice_lsp.server import DiceServer
+    from dice_lsp.lsp.state import DiceServer
 
 log = logging.getLogger(__name__)
 

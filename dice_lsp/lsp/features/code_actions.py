@@ -1,6 +1,9 @@
 """The code-action list: instant, computed from the text alone, each action carrying its
-command name and arguments in `data`. The model runs later, in codeAction/resolve, or in the
-command for clients that cannot resolve (those get a Command instead of data).
+command name and arguments in `data`. The model runs later, in codeAction/resolve (here, by
+the feature the command belongs to), or in the command for clients that cannot resolve (those
+get a Command instead of data).
+
+The command names are the LSP surface of docs/DESIGN.md; lsp/wiring.py registers them.
 """
 
 from __future__ import annotations
@@ -10,8 +13,13 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 
-from dice_lsp.lsp.edits import candidate_slot
+from dice_lsp.core.slots import candidate_slot
+from dice_lsp.core.targets import TargetError
 from dice_lsp.core.verdict_view import candidate_title
+from dice_lsp.lsp.features.add_spec import add_spec_edit
+from dice_lsp.lsp.features.generate import generate
+from dice_lsp.lsp.features.profile import profile
+from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -106,3 +114,23 @@ def code_actions(
     actions += candidate_actions(jobs, uri, analysis.text, start, end)
     only = params.context.only if params.context else None
     return [a for a in actions if _wanted(a.kind, only)]
+
+
+async def code_action(ls: Session, params: types.CodeActionParams) -> list[types.CodeAction]:
+    analysis = await ls.analysis(params.text_document.uri)
+    return code_actions(ls, ls.jobs, params, analysis)
+
+
+async def resolve_code_action(ls: Session, action: types.CodeAction) -> types.CodeAction:
+    data = action.data if isinstance(action.data, dict) else {}
+    command, args = data.get("command"), data.get("args")
+    if command in (FILL, OPTIMIZE):
+        _, action.edit = await generate(ls, command.removeprefix("dice."), args)
+    elif command == PROFILE:
+        await profile(ls, args)
+    elif command == ADD_SPEC:
+        try:
+            action.edit = add_spec_edit(ls, args)
+        except (TargetError, ValueError) as exc:
+            ls.show(types.MessageType.Warning, f"DICE: {exc}")
+    return action

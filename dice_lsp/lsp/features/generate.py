@@ -1,200 +1,131 @@
 """Fill and optimize as the editor sees them: snapshot the document, run the job with
-cancellable progress, then turn its result into an edit, diagnostics and cached measurements.
+cancellable progress, and hand its end to the outcome policy (core/outcome.py), which this
+module only translates: the candidate it says to apply becomes a WorkspaceEdit.
 
 Shared by codeAction/resolve and the `dice.fill` / `dice.optimize` commands; both get an
-Outcome and only differ in how the edit reaches the client.
+Outcome and an edit, and only differ in how the edit reaches the client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from dice_lsp.core import jobs
-from dice_lsp.core.cache import ResultCache
-from dice_lsp.lsp.diagnostics import compiler_diagnostics, first_error, verdict_diagnostic
-from dice_lsp.lsp.edits import candidate_edit, candidate_slot
-from dice_lsp.core.engine_host import ModelUnavailable, worker_died
-from dice_lsp.core.job_registry import JobCancelled, wait
+from dice_lsp.core import jobs, outcome
 from dice_lsp.core.jobs import JobResult, Snapshot
-from dice_lsp.lsp.lsp_text import text_document
-from dice_lsp.core.measured import measured_units, unit_key
-from dice_lsp.lsp.progress import work_done
-from dice_lsp.lsp.request_args import document_snapshot, offset_of, range_offsets
+from dice_lsp.core.outcome import Outcome
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
-from dice_lsp.core.verdict_view import candidate_title, summary
+from dice_lsp.lsp.edits import apply_edit, candidate_edit
+from dice_lsp.lsp.progress import finished, work_done
+from dice_lsp.lsp.request_args import document_snapshot, offset_of, range_offsets
+from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 
 if TYPE_CHECKING:
-    from dice_lsp.server import DiceServer
-
-log = logging.getLogger(__name__)
+    from dice_lsp.core.cache import ResultCache
 
 TITLES = {"fill": "DICE: filling the selection", "optimize": "DICE: optimizing the kernel"}
+_MESSAGE_TYPES = {
+    outcome.INFO: types.MessageType.Info,
+    outcome.WARNING: types.MessageType.Warning,
+    outcome.ERROR: types.MessageType.Error,
+}
 
 
-@dataclass
-class Outcome:
-    message: str
-    job: str | None = None
-    result: JobResult | None = None
-    edit: types.WorkspaceEdit | None = None  # the best candidate, when it may be applied
-    cancelled: bool = False
-    error: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+class EditorClient:
+    """The outcome policy's Client over one editor session."""
 
-    def to_json(self) -> dict[str, Any]:
-        """What the dice.fill / dice.optimize commands answer (editor clients show it)."""
-        candidates = []
-        if self.result is not None:
-            candidates = [
-                {"index": i, "title": candidate_title(i, v), "status": v.status, "message": v.message}
-                for i, (_, v, _) in enumerate(self.result.candidates)
-            ]
-        return {
-            "job": self.job,
-            "message": self.message,
-            "best": self.result.best if self.result else None,
-            "gpu": self.result.gpu if self.result else None,
-            "candidates": candidates,
-            "cancelled": self.cancelled,
-            "error": self.error,
-            **self.extra,
-        }
+    def __init__(self, ls: Session) -> None:
+        self._ls = ls
+
+    @property
+    def gpu(self) -> str | None:
+        return self._ls.gpu
+
+    @property
+    def cache(self) -> ResultCache:
+        return self._ls.cache
+
+    def show(self, level: str, message: str) -> None:
+        self._ls.show(_MESSAGE_TYPES[level], f"DICE: {message}")
+
+    def current_text(self, uri: str) -> tuple[int | None, str]:
+        document = self._ls.workspace.get_text_document(uri)
+        return document.version, document.source
+
+    def show_verdicts(self, result: JobResult, text: str, in_document: int | None) -> None:
+        self._ls.diagnostics.set_job_verdicts(result, text, in_document)
+
+    def restart_engine(self, error: Exception) -> None:
+        asyncio.ensure_future(self._ls.engines.recover(error))
 
 
-def _show(server: DiceServer, kind: types.MessageType, message: str) -> None:
-    server.show(kind, f"DICE: {message}")
-
-
-def cache_verdicts(cache: ResultCache, result: JobResult, gpu: str | None) -> None:
-    """Remember each candidate's verdict under the kernel it produced, so that applying it
-    (now or later, or reopening the file) shows its measurement in lenses and hovers."""
-    for _, verdict, new_text in result.candidates:
-        for unit in measured_units(new_text, result.snapshot.path):
-            if result.target.kernel in (None, unit.name):
-                cache.put(result.snapshot.path, unit_key(new_text, unit, gpu), verdict)
-
-
-def publish_job_diagnostics(server: DiceServer, result: JobResult, text: str, in_document: int | None) -> None:
-    """One diagnostic per candidate over the job's span of `text` (the document, or the text
-    it will hold once candidate `in_document` is applied); the compiler's messages of the
-    candidate in the document at their own lines."""
-    slot = candidate_slot(result, text)
-    if slot is None:
-        return
-    document = text_document(server, result.snapshot.uri, text)
-    found = []
-    for i, (_, verdict, _) in enumerate(result.candidates):
-        applied = i == in_document
-        label = f"DICE candidate {i + 1}{' (applied)' if applied else ''}: {summary(verdict)}{first_error(verdict)}"
-        found.append(verdict_diagnostic(document, *slot, label, verdict, in_document=applied))
-    if in_document is not None:
-        found += compiler_diagnostics(document, result.candidates[in_document][1].diagnostics)
-    server.diagnostics.set_verdicts(result.snapshot.uri, text, found)
-
-
-def _validate(server: DiceServer, kind: str, snapshot: Snapshot, args: dict) -> dict[str, Any]:
+def _validate(ls: Session, kind: str, snapshot: Snapshot, args: dict) -> dict[str, Any]:
     """The job's arguments in offsets; raises TargetError before any model is loaded."""
     if kind == "fill":
-        start, end = range_offsets(server, snapshot, args)
+        start, end = range_offsets(ls, snapshot, args)
         if start == end:
             raise TargetError("select the code to fill first (the selection is the masked span)")
         fill_target(snapshot.text, snapshot.path, start, end)
         return {"start": start, "end": end}
-    offset = offset_of(server, snapshot, args)
+    offset = offset_of(ls, snapshot, args)
     optimize_target(snapshot.text, snapshot.path, offset=offset)
     return {"offset": offset}
 
 
-async def _run(server: DiceServer, kind: str, snapshot: Snapshot, where: dict, token: types.ProgressToken | None) -> JobResult:
-    settings = await server.ready_settings()
+async def _run(ls: Session, kind: str, snapshot: Snapshot, where: dict, token: types.ProgressToken | None) -> JobResult:
+    settings = await ls.ready_settings()
     task = asyncio.current_task()
-    async with work_done(server, TITLES[kind], on_cancel=task.cancel, token=token) as report:
-        engine = await server.engines.get(settings)
-        server.status.update(busy=True, message=f"{kind}: generating")
+    async with work_done(ls, TITLES[kind], on_cancel=task.cancel, token=token) as report:
+        engine = await ls.engines.get(settings)
+        ls.status.update(busy=True, message=f"{kind}: generating")
 
         def report_and_status(message: str, percentage: int | None) -> None:
             report(message, percentage)
-            server.status.update(busy=True, message=f"{kind}: {message}")
+            ls.status.update(busy=True, message=f"{kind}: {message}")
 
         if kind == "fill":
             return await jobs.fill(engine, snapshot, where["start"], where["end"], settings, report_and_status)
         return await jobs.optimize(engine, snapshot, settings, report_and_status, offset=where["offset"])
 
 
-async def generate(server: DiceServer, kind: str, args: dict, token: types.ProgressToken | None = None) -> Outcome:
-    """Run a fill or optimize job for `args` ({uri, range} or {uri, position}).
+async def generate(
+    ls: Session, kind: str, args: dict, token: types.ProgressToken | None = None
+) -> tuple[Outcome, types.WorkspaceEdit | None]:
+    """Run a fill or optimize job for `args` ({uri, range} or {uri, position}): its outcome,
+    and the edit that applies the candidate the outcome names (None: nothing to apply).
 
     Raises CancelledError only when the calling request itself was cancelled; every other
     end (cancelled from the progress bar or dice.cancel, no model, a crash) is an Outcome.
     """
-    from engine.types import EngineError
-
+    client = EditorClient(ls)
     try:
-        snapshot = document_snapshot(server, args)
-        where = _validate(server, kind, snapshot, args)
+        snapshot = document_snapshot(ls, args)
+        where = _validate(ls, kind, snapshot, args)
     except (TargetError, ValueError, KeyError, TypeError) as exc:
-        _show(server, types.MessageType.Warning, str(exc))
-        return Outcome(str(exc), error=True)
+        return outcome.refused(client, exc), None
 
-    job = server.jobs.start(kind, snapshot.uri, _run(server, kind, snapshot, where, token), server.protocol.msg_id)
-    try:
-        result = await wait(job)
-    except JobCancelled as exc:
-        _show(server, types.MessageType.Info, str(exc))
-        return Outcome(str(exc), job=job.id, cancelled=True)
-    except ModelUnavailable as exc:
-        _show(server, types.MessageType.Error, str(exc))
-        return Outcome(str(exc), job=job.id, error=True)
-    except EngineError as exc:
-        if worker_died(exc):
-            message = f"the engine failed: {exc}. It is being restarted; run the action again."
-            asyncio.ensure_future(server.engines.recover(exc))
-        else:
-            message = f"the engine refused the job: {exc}"
-        _show(server, types.MessageType.Error, message)
-        return Outcome(message, job=job.id, error=True)
-    except TargetError as exc:
-        _show(server, types.MessageType.Warning, str(exc))
-        return Outcome(str(exc), job=job.id, error=True)
-    except Exception as exc:  # a bug or a profiler failure: the user sees it, the server lives on
-        log.exception("job %s failed", job.id)
-        _show(server, types.MessageType.Error, f"job {job.id} failed: {exc}")
-        return Outcome(f"job {job.id} failed: {exc}", job=job.id, error=True)
-    finally:
-        if not server.jobs.running():
-            server.status.update(busy=False, message="ready")
-    return _conclude(server, job.id, result)
+    job = ls.jobs.start(kind, snapshot.uri, _run(ls, kind, snapshot, where, token), ls.protocol.msg_id)
+    ended = await outcome.settle(client, job.id, finished(ls, job))
+    edit = None
+    if ended.apply is not None and ended.result is not None:
+        edit = candidate_edit(ls, ended.result, ended.apply, snapshot.text, snapshot.version)
+    return ended, edit
 
 
-def _conclude(server: DiceServer, job_id: str, result: JobResult) -> Outcome:
-    cache_verdicts(server.cache, result, server.gpu)
-    snapshot = result.snapshot
-    document = server.workspace.get_text_document(snapshot.uri)
-    unchanged = document.version == snapshot.version and document.source == snapshot.text
-    n = len(result.candidates)
-    if n == 0:
-        return Outcome("the model returned no candidate", job=job_id, result=result)
-    if not unchanged:
-        message = (
-            f"the document changed while job {job_id} ran, so no candidate was applied. "
-            "Run it again, or pick a candidate from the code actions on the range if it still fits."
-        )
-        _show(server, types.MessageType.Warning, message)
-        publish_job_diagnostics(server, result, document.source, None)
-        return Outcome(message, job=job_id, result=result, extra={"stale": True})
-    if result.best is None:
-        publish_job_diagnostics(server, result, snapshot.text, None)
-        reason = "not timed: no GPU" if result.gpu is None else "none was both correct and faster"
-        message = f"{n} candidate(s), none applied ({reason}); each is a code action on the range"
-        _show(server, types.MessageType.Info, message)
-        return Outcome(message, job=job_id, result=result)
-    best_text = result.candidates[result.best][2]
-    publish_job_diagnostics(server, result, best_text, result.best)
-    edit = candidate_edit(server, result, result.best, snapshot.text, snapshot.version)
-    verdict = result.candidates[result.best][1]
-    return Outcome(f"applied candidate {result.best + 1}: {summary(verdict)}", job=job_id, result=result, edit=edit)
+async def _generate_command(ls: Session, kind: str, args: tuple) -> dict:
+    ended, edit = await generate(ls, kind, args[0] if args else None)
+    answer = ended.to_json()
+    answer["applied"] = False
+    if edit is not None:
+        answer["applied"] = await apply_edit(ls, edit, f"DICE {kind}")
+    return answer
+
+
+async def fill_command(ls: Session, *args: Any) -> dict:
+    return await _generate_command(ls, "fill", args)
+
+
+async def optimize_command(ls: Session, *args: Any) -> dict:
+    return await _generate_command(ls, "optimize", args)

@@ -3,11 +3,15 @@ name (everything measured about it), both read from the result cache."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from dice_lsp.core.verdict_view import hover_markdown, lens_title
+from dice_lsp.lsp.protocol import JsonResult
+from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 
 if TYPE_CHECKING:
     from pygls.workspace import PositionCodec
@@ -57,3 +61,15 @@ def hover(
         contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=body),
         range=analysis.range(unit.name_start, unit.name_end, codec),
     )
+
+
+async def code_lens(ls: Session, params: types.CodeLensParams) -> JsonResult:
+    uri = params.text_document.uri
+    analysis = await ls.analysis(uri)
+    build = functools.partial(code_lenses, analysis, uri, ls.cache, ls.gpu, ls.workspace.position_codec)
+    return JsonResult(await asyncio.get_running_loop().run_in_executor(None, build))
+
+
+async def hover_kernel(ls: Session, params: types.HoverParams) -> types.Hover | None:
+    analysis = await ls.analysis(params.text_document.uri)
+    return hover(analysis, params.position, ls.cache, ls.gpu, ls.workspace.position_codec)

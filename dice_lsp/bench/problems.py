@@ -8,12 +8,13 @@ process, which the profiler only does inside its sandbox.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.prompts import KERNELBENCH_PROBLEM_NAMES as REQUIRED_NAMES
+from profiler.document import KERNELBENCH, kind_of, module_level_names
+
 LEVEL_FOLDER = re.compile(r"^level\d+$")
 
 
@@ -29,24 +30,6 @@ class Problem:
 class Skipped:
     path: Path
     reason: str
-
-
-def module_level_names(source: str) -> set[str]:
-    """Classes and functions defined at the top of a module (raises SyntaxError)."""
-    tree = ast.parse(source)
-    return {
-        node.name
-        for node in tree.body
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-    }
-
-
-def is_kernelbench_source(source: str) -> bool:
-    try:
-        names = module_level_names(source)
-    except SyntaxError:
-        return False
-    return all(name in names for name in REQUIRED_NAMES)
 
 
 def level_of(path: Path) -> str:
@@ -69,7 +52,7 @@ def discover(root: Path) -> tuple[list[Problem], list[Skipped]]:
     if root.is_file():
         files, base = [root], root.parent
     else:
-        files, base = sorted(root.rglob("*.py")), root
+        files, base = sorted(p for p in root.rglob("*") if kind_of(p) == KERNELBENCH and p.is_file()), root
     problems: list[Problem] = []
     skipped: list[Skipped] = []
     for path in files:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dice_lsp.bench.problems import Problem, is_kernelbench_source, module_level_names
+from dice_lsp.bench.problems import Problem
 from dice_lsp.core.targets import model_new_target
+from profiler.document import is_kernelbench_source, module_level_names
 
 INFILL_FIELDS = ("reference", "prefix", "middle", "suffix")
 

@@ -6,14 +6,14 @@ own text plus the file's `dice:` spec lines, so an edit elsewhere keeps its resu
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 
 import profiler
 from dice_lsp.core.cache import result_key
-from dice_lsp.core.targets import language_of
+from dice_lsp.core.targets import kernel_span, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
+from profiler.document import benchmark_class
 
 _SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
 
@@ -36,7 +36,7 @@ def _cuda_units(text: str) -> list[MeasuredUnit]:
     units = []
     starts = line_starts(text)
     for kernel in profiler.find_kernels(text):
-        start, end = offset_at_point(text, kernel.start, starts), offset_at_point(text, kernel.end, starts)
+        start, end = kernel_span(text, kernel, starts)
         found = re.compile(rf"\b{re.escape(kernel.name)}\b").search(text, start, end)
         name_start = found.start() if found else start
         units.append(
@@ -47,12 +47,7 @@ def _cuda_units(text: str) -> list[MeasuredUnit]:
 
 def _kernelbench_units(text: str) -> list[MeasuredUnit]:
     """One unit for the file (the whole file is the benchmark), on ModelNew or else Model."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return []
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    node = classes.get("ModelNew") or classes.get("Model")
+    node = benchmark_class(text)
     if node is None:
         return []
     start = offset_at_point(text, (node.lineno - 1, node.col_offset))

@@ -8,13 +8,13 @@ text outside the range safe.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 
 import profiler
 from dice_lsp.core.text_offsets import line_starts, offset_at, offset_at_point
 from profiler.cuda_source import Kernel, find_kernel
+from profiler.document import kind_of, module_classes
 
 
 class TargetError(ValueError):
@@ -33,15 +33,15 @@ class Target:
 
 
 def language_of(path: str) -> str:
-    suffix = Path(path).suffix.lower()
-    if suffix in (".cu", ".cuh"):
-        return "cuda"
-    if suffix == ".py":
-        return "kernelbench"
+    """The document's kind (profiler.document.kind_of), or TargetError for a file DICE does not read."""
+    kind = kind_of(path)
+    if kind is not None:
+        return kind
     raise TargetError(f"{Path(path).name}: DICE works on .cu, .cuh and KernelBench .py files")
 
 
-def _kernel_span(text: str, kernel: Kernel, starts: list[int] | None = None) -> tuple[int, int]:
+def kernel_span(text: str, kernel: Kernel, starts: list[int] | None = None) -> tuple[int, int]:
+    """The kernel's [start, end) offsets in `text`: what an optimize replaces and what its results attach to."""
     return offset_at_point(text, kernel.start, starts), offset_at_point(text, kernel.end, starts)
 
 
@@ -49,7 +49,7 @@ def kernel_at(text: str, offset: int) -> Kernel | None:
     """The `__global__` function whose text holds the offset (its end included)."""
     starts = line_starts(text)
     for kernel in profiler.find_kernels(text):
-        start, end = _kernel_span(text, kernel, starts)
+        start, end = kernel_span(text, kernel, starts)
         if start <= offset <= end:
             return kernel
     return None
@@ -72,17 +72,16 @@ def fill_target(text: str, path: str, start: int, end: int) -> Target:
 
 
 def cuda_kernel_target(text: str, kernel: Kernel) -> Target:
-    start, end = _kernel_span(text, kernel)
+    start, end = kernel_span(text, kernel)
     return Target(start, end, kernel.name, "cuda")
 
 
 def model_new_target(text: str) -> Target:
     """The `class ModelNew` statement of a KernelBench file, or the end of the file."""
     try:
-        tree = ast.parse(text)
+        classes = module_classes(text)
     except SyntaxError as exc:
         raise TargetError(f"this Python file does not parse (line {exc.lineno}): {exc.msg}") from exc
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     if "Model" not in classes:
         raise TargetError("no `class Model` here: a KernelBench file defines Model, get_inputs and get_init_inputs")
     node = classes.get("ModelNew")

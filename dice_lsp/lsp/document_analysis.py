@@ -9,7 +9,6 @@ then costs a lookup: a bisection for the kernel at an offset, one line for a pos
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import bisect
 import functools
@@ -27,6 +26,7 @@ from dice_lsp.core.cache import result_key
 from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
+from profiler.document import kernelbench_classes
 from profiler.spec import SpecError, parse_spec
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
@@ -103,7 +103,7 @@ class Analysis:
 
 def _model_classes(text: str) -> list[tuple[str, int, int]]:
     try:
-        tree = ast.parse(text)
+        classes = kernelbench_classes(text)
     except SyntaxError:
         return []
     starts = line_starts(text)
@@ -113,8 +113,7 @@ def _model_classes(text: str) -> list[tuple[str, int, int]]:
             offset_at_point(text, (node.lineno - 1, 0), starts),
             offset_at_point(text, (node.end_lineno - 1, node.end_col_offset), starts),
         )
-        for node in tree.body
-        if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew")
+        for node in classes
     ]
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-log = logging.getLogger(__name__)
+from profiler.document import kind_of
 
-WATCHED_SUFFIXES = (".cu", ".cuh", ".py")
+log = logging.getLogger(__name__)
 
 
 class _Forward(FileSystemEventHandler):
@@ -28,7 +28,7 @@ class _Forward(FileSystemEventHandler):
         if event.is_directory or event.event_type in ("opened", "closed_no_write"):
             return
         for path in (event.src_path, getattr(event, "dest_path", "")):
-            if path and str(path).endswith(WATCHED_SUFFIXES):
+            if path and kind_of(str(path)) is not None:
                 self._loop.call_soon_threadsafe(self._on_change, str(path))
 
 

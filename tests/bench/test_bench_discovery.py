@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dice_lsp.bench.problems import discover, is_kernelbench_source, level_of
+from dice_lsp.bench.problems import discover, level_of
+from profiler.document import is_kernelbench_source
 
 
 def test_discovers_every_problem_of_the_subset_with_its_level(kernelbench_dir: Path) -> None:

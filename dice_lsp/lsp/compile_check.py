@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 import profiler
+from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.lsp.lsp_text import document_key, open_document
-from dice_lsp.core.targets import TargetError, language_of
 from profiler.results import Diagnostic
 from profiler.spec import spec_errors_as_diagnostics
 

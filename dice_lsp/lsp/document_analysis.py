@@ -21,11 +21,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import PositionCodec, TextDocument
 
-from dice_lsp.core.uri import document_key
 from dice_lsp.core.cache import result_key
 from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
+from dice_lsp.core.uri import document_key
 from profiler.document import kernelbench_classes
 from profiler.spec import SpecError, parse_spec
 

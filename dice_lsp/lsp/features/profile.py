@@ -13,14 +13,14 @@ from typing import Any
 from lsprotocol import types
 
 import profiler
-from dice_lsp.lsp.diagnostics import verdict_diagnostic
 from dice_lsp.core.job_registry import JobCancelled
 from dice_lsp.core.jobs import in_thread
-from dice_lsp.lsp.lsp_text import text_document
 from dice_lsp.core.measured import MeasuredUnit, measured_units, unit_at, unit_key
+from dice_lsp.core.targets import TargetError, language_of
+from dice_lsp.lsp.diagnostics import verdict_diagnostic
+from dice_lsp.lsp.lsp_text import text_document
 from dice_lsp.lsp.progress import finished, work_done
 from dice_lsp.lsp.request_args import document_snapshot, offset_of
-from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 from profiler.results import Verdict
 

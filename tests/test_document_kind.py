@@ -11,7 +11,7 @@ import pytest
 
 import profiler
 from dice_lsp.bench.problems import discover
-from dice_lsp.core.measured import measured_units
+from dice_lsp.core.measured import measured_units, unit_to_profile
 from dice_lsp.core.targets import TargetError, language_of, model_new_target
 from dice_lsp.lsp.document_analysis import parse_document
 from profiler.document import CUDA, KERNELBENCH, benchmark_class, kernelbench_classes, kind_of
@@ -84,3 +84,14 @@ def test_model_and_model_new_are_found_once_for_all():
     assert source[target.start:target.end].startswith("class ModelNew(Model):")
     assert (unit.name, unit.start, unit.end) == ("ModelNew", target.start, target.end)
     assert model_new == [(target.start, target.end)]
+
+
+def test_what_profile_measures():
+    """The kernel under the cursor in CUDA; the whole KernelBench file wherever the cursor is."""
+    cuda = "__global__ void one(float* x) { x[0] = 1.0f; }\n\n__global__ void two(float* x) { x[0] = 2.0f; }\n"
+    assert unit_to_profile(cuda, "k.CU", cuda.index("2.0f")).name == "two"
+    with pytest.raises(TargetError, match="inside a __global__ function"):
+        unit_to_profile(cuda, "k.cu", cuda.index("\n\n") + 1)
+    assert unit_to_profile(PROBLEM, "relu.PY", 0).name == "Model"
+    with pytest.raises(TargetError, match="KernelBench"):
+        unit_to_profile(PROBLEM, "notes.txt", 0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import profiler
 from dice_lsp.core.cache import result_key
-from dice_lsp.core.targets import kernel_span, language_of
+from dice_lsp.core.targets import TargetError, kernel_span, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from profiler.document import benchmark_class
 
@@ -67,6 +67,18 @@ def measured_units(text: str, path: str) -> list[MeasuredUnit]:
 def unit_at(text: str, path: str, offset: int) -> MeasuredUnit | None:
     """The kernel (or KernelBench model) whose text holds the offset."""
     return next((u for u in measured_units(text, path) if u.start <= offset <= u.end), None)
+
+
+def unit_to_profile(text: str, path: str, offset: int) -> MeasuredUnit:
+    """What Profile measures for a cursor at `offset`: the kernel under it, or the KernelBench
+    file's one benchmark wherever the cursor is in it; TargetError says why there is none."""
+    if language_of(path) == "cuda":
+        unit = unit_at(text, path, offset)
+    else:
+        unit = next(iter(measured_units(text, path)), None)
+    if unit is None:
+        raise TargetError("put the cursor inside a __global__ function (or on Model) to profile it")
+    return unit
 
 
 def unit_key(text: str, unit: MeasuredUnit, gpu: str | None) -> str:

@@ -15,7 +15,7 @@ from lsprotocol import types
 import profiler
 from dice_lsp.core.job_registry import JobCancelled
 from dice_lsp.core.jobs import in_thread
-from dice_lsp.core.measured import MeasuredUnit, measured_units, unit_at, unit_key
+from dice_lsp.core.measured import MeasuredUnit, unit_key, unit_to_profile
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import verdict_diagnostic
 from dice_lsp.lsp.lsp_text import text_document
@@ -31,14 +31,8 @@ async def profile(ls: Session, args: Any, token: types.ProgressToken | None = No
     """Compile, check and time the kernel at args' position; the verdict as JSON."""
     try:
         snapshot = document_snapshot(ls, args)
-        language_of(snapshot.path)
-        offset = offset_of(ls, snapshot, args)
-        if language_of(snapshot.path) == "cuda":
-            unit = unit_at(snapshot.text, snapshot.path, offset)
-        else:  # the whole KernelBench file is one benchmark, wherever the cursor is in it
-            unit = next(iter(measured_units(snapshot.text, snapshot.path)), None)
-        if unit is None:
-            raise TargetError("put the cursor inside a __global__ function (or on Model) to profile it")
+        language_of(snapshot.path)  # a file DICE does not read, before the position is checked
+        unit = unit_to_profile(snapshot.text, snapshot.path, offset_of(ls, snapshot, args))
     except (TargetError, ValueError) as exc:
         ls.show(types.MessageType.Warning, f"DICE: {exc}")
         return {"error": str(exc)}

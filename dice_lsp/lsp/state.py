@@ -40,7 +40,7 @@ class DiceServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("dice-lsp", VERSION, protocol_cls=DiceProtocol)
         self.settings = Settings()
-        self.status = StatusReporter(lambda method, params: self.protocol.notify(method, params))
+        self.status = StatusReporter(self.protocol.notify)
         self.engines = EngineHost(self.status)
         self.jobs = JobRegistry()
         self.protocol.on_cancel_request = self.jobs.cancel_request

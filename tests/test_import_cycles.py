@@ -128,3 +128,28 @@ def test_dice_lsp_core_knows_nothing_of_the_protocol():
         path = REPO / Path(*module.split("."))
         path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         assert not {n.split(".")[0] for n in imported_modules(path)} & {"pygls", "lsprotocol"}, module
+
+
+def test_dice_lsp_layers_import_only_downwards():
+    """core <- lsp, core <- bench <- cli; the features never import the state or the wiring
+    that registers them (they get a Session), and nothing imports the dice-lsp entry."""
+    allowed = {
+        "core": {"core"},
+        "lsp": {"core", "lsp"},
+        "bench": {"core", "bench"},
+        "cli": {"core", "bench", "cli"},
+        "server": {"lsp"},
+    }
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    wrong = []
+    for module, imports in graph.items():
+        if not module.startswith("dice_lsp."):
+            continue
+        layer = module.split(".")[1]
+        for imported in imports:
+            if imported.startswith("dice_lsp.") and imported.split(".")[1] not in allowed[layer]:
+                wrong.append(f"{module} -> {imported}")
+            if module.startswith("dice_lsp.lsp.features.") and imported in ("dice_lsp.lsp.wiring", "dice_lsp.lsp.state"):
+                wrong.append(f"{module} -> {imported}")
+    assert "dice_lsp.lsp.features.generate" in graph["dice_lsp.lsp.wiring"]  # the graph is read
+    assert wrong == []

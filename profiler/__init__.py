@@ -11,10 +11,11 @@ import os
 
 from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, Param, find_kernels
+from profiler.document import is_kernelbench
 from profiler.gpu import gpu_name
 from profiler.judge import judge, profile
 from profiler.kernelbench_check import kernelbench_cuda_check
-from profiler.python_check import is_kernelbench, python_check
+from profiler.python_check import python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled
 from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template

@@ -6,7 +6,6 @@ Never imports torch or CuPy: the language server calls these from a thread.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import secrets
@@ -15,10 +14,11 @@ from typing import Callable
 
 from profiler.compile import CompilerMissing, nvcc_check
 from profiler.cuda_source import Kernel, find_kernel
+from profiler.document import defines_model_new, is_kernelbench
 from profiler.dtypes import dtype_name
 from profiler.gpu import compute_capability, gpu_name
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
-from profiler.python_check import is_kernelbench, python_check
+from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled, run_sandboxed
@@ -197,14 +197,6 @@ def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kerne
 
 
 # ------------------------------------------------------------------ KernelBench documents
-
-def defines_model_new(source: str) -> bool:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return False
-    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
-
 
 def _compile_only(candidate: str, path: str) -> Verdict | None:
     """Without a GPU, a candidate's load_inline CUDA is compiled (nvcc, not built) as a .cu

@@ -9,11 +9,6 @@ from __future__ import annotations
 from profiler.results import Diagnostic
 
 
-def is_kernelbench(path: str) -> bool:
-    """`path` decides the kind of document: .py is KernelBench, anything else CUDA."""
-    return path.endswith(".py")
-
-
 def python_check(source: str, path: str) -> list[Diagnostic]:
     try:
         compile(source, path, "exec", dont_inherit=True)

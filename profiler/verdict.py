@@ -15,7 +15,7 @@ status and message. What it cannot check it flags:
   fast: check" (flag "suspiciously_fast");
 - the candidate's source is read for patterns of cheating (profiler.static_check); each
   found is a named flag. A flagged verdict keeps its numbers but is never applied by
-  itself (dice_lsp.jobs.best_candidate): the user chooses. A candidate that patches the
+  itself (dice_lsp.core.jobs.best_candidate): the user chooses. A candidate that patches the
   timer or the comparison, or reaches into the harness's memory (CHEAT_FLAGS), would
   have written its own numbers: it gets an "error" verdict, nothing proven.
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -87,8 +85,71 @@ def test_profiler_has_no_import_cycles():
     assert cycles(import_graph(("engine", "profiler"))) == []
 
 
-@pytest.mark.xfail(strict=True, reason="dice_lsp/server.py is imported back by the features it registers; "
-                   "issue 12's dice_lsp half removes that (then drop this mark)")
 def test_dice_lsp_has_no_import_cycles():
     graph = import_graph(("engine", "profiler", "dice_lsp"))
     assert [c for c in cycles(graph) if c[0].startswith("dice_lsp")] == []
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, by its absolute name (relative imports are not used here)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{path}: relative import"
+            names.add(node.module or "")
+    return names
+
+
+def test_dice_lsp_core_knows_nothing_of_the_protocol():
+    """dice_lsp/core (jobs, spans, slots, cache, the outcome policy) imports no pygls or
+    lsprotocol, not even for typing, and no part of dice_lsp outside itself, so that what it
+    does is testable, and usable by the CLI, without a language server."""
+    core = sorted((REPO / "dice_lsp" / "core").rglob("*.py"))
+    assert any(p.name == "outcome.py" for p in core)
+    outside = {}
+    for path in core:
+        for name in imported_modules(path):
+            top = name.split(".")[0]
+            if top in ("pygls", "lsprotocol") or (top == "dice_lsp" and not name.startswith("dice_lsp.core")):
+                outside.setdefault(path.name, []).append(name)
+    assert outside == {}
+    # and what it imports from the other packages does not bring the protocol in either
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    reached, todo = set(), [module_name(p) for p in core]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += graph[module]
+    assert not [m for m in reached if m.startswith("dice_lsp.") and not m.startswith("dice_lsp.core")]
+    for module in reached:
+        path = REPO / Path(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        assert not {n.split(".")[0] for n in imported_modules(path)} & {"pygls", "lsprotocol"}, module
+
+
+def test_dice_lsp_layers_import_only_downwards():
+    """core <- lsp, core <- bench <- cli; the features never import the state or the wiring
+    that registers them (they get a Session), and nothing imports the dice-lsp entry."""
+    allowed = {
+        "core": {"core"},
+        "lsp": {"core", "lsp"},
+        "bench": {"core", "bench"},
+        "cli": {"core", "bench", "cli"},
+        "server": {"lsp"},
+    }
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    wrong = []
+    for module, imports in graph.items():
+        if not module.startswith("dice_lsp."):
+            continue
+        layer = module.split(".")[1]
+        for imported in imports:
+            if imported.startswith("dice_lsp.") and imported.split(".")[1] not in allowed[layer]:
+                wrong.append(f"{module} -> {imported}")
+            if module.startswith("dice_lsp.lsp.features.") and imported in ("dice_lsp.lsp.wiring", "dice_lsp.lsp.state"):
+                wrong.append(f"{module} -> {imported}")
+    assert "dice_lsp.lsp.features.generate" in graph["dice_lsp.lsp.wiring"]  # the graph is read
+    assert wrong == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dice_lsp.bench_problems import discover, is_kernelbench_source, level_of
+from dice_lsp.bench.problems import discover, level_of
+from profiler.document import is_kernelbench_source
 
 
 def test_discovers_every_problem_of_the_subset_with_its_level(kernelbench_dir: Path) -> None:
@@ -54,7 +55,7 @@ def test_kernelbench_source_needs_all_three_names() -> None:
 
 
 def test_solutions_under_a_hidden_folder_are_found_but_hidden_folders_below_are_skipped(tmp_path: Path) -> None:
-    from dice_lsp.bench_solutions import solution_files
+    from dice_lsp.bench.solutions import solution_files
 
     root = tmp_path / ".work" / "solutions"
     (root / "level1").mkdir(parents=True)

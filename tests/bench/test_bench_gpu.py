@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench_results import load
-from dice_lsp.bench_tasks import splice_model_new
+from dice_lsp.bench.results import load
+from dice_lsp.bench.tasks import splice_model_new
 from dice_lsp.cli import main
 
 from .conftest import CONTROL_PROBLEMS, copy_problems

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench_results import load
-from dice_lsp.bench_stats import outcome
+from dice_lsp.bench.results import load
+from dice_lsp.bench.stats import outcome
 from dice_lsp.cli import main
 
 pytestmark = pytest.mark.timeout(300)
@@ -90,7 +90,7 @@ def test_a_model_that_cannot_load_stops_the_run_with_its_reason(
 def test_temperature_follows_the_preset() -> None:
     from argparse import Namespace
 
-    from dice_lsp.bench import sampling_temperature
+    from dice_lsp.bench.run import sampling_temperature
 
     assert sampling_temperature(Namespace(temperature=None, preset="dice", candidates=4)) is None
     assert sampling_temperature(Namespace(temperature=0.3, preset="dice", candidates=1)) == 0.3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench_results import load
+from dice_lsp.bench.results import load
 from dice_lsp.cli import main
 
 pytestmark = pytest.mark.timeout(300)

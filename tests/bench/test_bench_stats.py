@@ -11,8 +11,8 @@ import math
 import pytest
 from profiler.results import Verdict
 
-from dice_lsp.bench_results import CandidateRecord, TaskRecord
-from dice_lsp.bench_stats import ALL_LEVELS, EAGER, NO_GPU_NOTE, TORCH_COMPILE, fast_p, geometric_mean, outcome, table
+from dice_lsp.bench.results import CandidateRecord, TaskRecord
+from dice_lsp.bench.stats import ALL_LEVELS, EAGER, NO_GPU_NOTE, TORCH_COMPILE, fast_p, geometric_mean, outcome, table
 
 
 def correct(speedup: float) -> Verdict:

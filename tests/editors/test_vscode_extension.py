@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.config import _FIELDS, STRATEGIES, Settings
+from dice_lsp.core.config import _FIELDS, STRATEGIES, Settings
 
 EXTENSION = Path(__file__).resolve().parents[2] / "editors" / "vscode"
 MANIFEST = json.loads((EXTENSION / "package.json").read_text())

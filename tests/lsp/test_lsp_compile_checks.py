@@ -128,7 +128,7 @@ async def test_a_killed_server_takes_its_compiler_down(child_env, tmp_path: Path
 async def test_checks_of_several_documents_share_the_compiler_budget(child_env, tmp_path: Path):
     """At most compiler_slots() compilers in the whole server (one per 2 GiB of half the RAM,
     no more than the cores), however many documents are opened at once."""
-    from dice_lsp.compile_check import compiler_slots
+    from dice_lsp.lsp.compile_check import compiler_slots
 
     slots = compiler_slots()
     if slots > 4:

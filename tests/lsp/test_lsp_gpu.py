@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from dice_lsp.config import Settings
-from dice_lsp.jobs import Snapshot, judge
-from dice_lsp.targets import optimize_target
+from dice_lsp.core.config import Settings
+from dice_lsp.core.jobs import Snapshot, judge
+from dice_lsp.core.targets import optimize_target
 from engine.types import Candidate
 
 pytestmark = pytest.mark.gpu

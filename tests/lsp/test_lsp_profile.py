@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from dice_lsp.cache import ResultCache
-from dice_lsp.measured import live_keys
+from dice_lsp.core.cache import ResultCache
+from dice_lsp.core.measured import live_keys
 
 SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
 KERNEL_LINE = next(i for i, line in enumerate(SAXPY.splitlines()) if line.startswith("__global__"))

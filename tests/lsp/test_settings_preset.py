@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dice_lsp.config import parse_settings
+from dice_lsp.core.config import parse_settings
 from engine.types import Sampling
 
 

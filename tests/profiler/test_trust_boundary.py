@@ -268,7 +268,7 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
 
 
 def test_a_flagged_verdict_is_never_applied_by_itself():
-    from dice_lsp.jobs import best_candidate
+    from dice_lsp.core.jobs import best_candidate
 
     flagged = from_measurement(FORGED_MEASUREMENT, wall_s=5.0)
     honest = from_measurement({**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}},

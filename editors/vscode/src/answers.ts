@@ -1,5 +1,5 @@
 // What the editor does with the answer of dice.fill / dice.optimize
-// (dice_lsp.editor_jobs.Outcome.to_json plus "applied").
+// (dice_lsp.core.outcome.Outcome.to_json plus "applied").
 //
 // The server already shows a message for every end except success; the client says when a
 // candidate was applied, and offers the candidates when none was.

@@ -36,7 +36,7 @@ end
 --- After a fill/optimize that applied nothing, offer its candidates.
 ---@param client vim.lsp.Client
 ---@param bufnr integer
----@param answer table the command's answer (dice_lsp.editor_jobs.Outcome.to_json plus "applied")
+---@param answer table the command's answer (dice_lsp.core.outcome.Outcome.to_json plus "applied")
 local function offer_candidates(client, bufnr, answer)
   vim.ui.select(answer.candidates, {
     prompt = "DICE: no candidate was applied; apply one anyway?",

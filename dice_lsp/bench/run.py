@@ -1,0 +1,357 @@
+"""`dice bench`: KernelBench-style evaluation of a model (or of solution files) over a folder.
+
+A run has two phases, both recorded in OUT/results.json after every problem so that
+`--resume` can pick up where a stopped run ended:
+1. generate: the model answers each problem with N candidates, decoded as one batch
+   (or, with --solutions, the candidates are read from files);
+2. judge: every candidate is spliced into its problem and judged by the profiler, problems
+   in parallel worker processes, one per GPU (dice_lsp.bench.judge).
+Generating all problems before judging any keeps the model off the GPU while kernels are
+being timed. One bad problem (unreadable, engine error, judge crash or timeout) is recorded
+with its reason and the run goes on.
+
+Then it prints a table per level (dice_lsp.bench.stats: problems, compiled, correct,
+fast_1, fast_2, geometric-mean speedup; against eager PyTorch and, where it worked,
+torch.compile), writes OUT/speedups.png, and with --json prints the summary object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from dice_lsp.bench import results as bench_results
+from dice_lsp.bench.judge import JudgeJob, JudgePool, worker_slots
+from dice_lsp.bench.problems import discover
+from dice_lsp.bench.report import format_table, write_chart
+from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
+from dice_lsp.bench.solutions import candidates_for, solution_files
+from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, table
+from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+
+if TYPE_CHECKING:
+    from engine.types import Progress
+
+DEFAULT_OUT = "dice-bench-out"
+CHART_FILE = "speedups.png"
+# Settings a resumed run must share with the run it continues.
+RESUME_KEYS = ("mode", "model", "solutions", "candidates")
+
+
+class BenchError(Exception):
+    """The run cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Plan:
+    tasks: list[Task]
+    settings: dict[str, Any]
+    out_dir: Path
+    notes: list[str]             # problems skipped before the run, for the report
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        plan = make_plan(args)
+        run = open_run(plan, resume=args.resume)
+    except BenchError as exc:
+        print(f"dice bench: {exc}", file=sys.stderr)
+        return 2
+    for note in plan.notes:
+        print(f"dice bench: {note}", file=sys.stderr)
+    try:
+        generate(plan, run, args)
+        judge(plan, run, time_limit=args.time_limit)
+    except BenchError as exc:
+        print(f"dice bench: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ndice bench: stopped; continue with the same command and --resume "
+              f"(results so far: {plan.out_dir / bench_results.RESULTS_FILE})", file=sys.stderr)
+        return 130
+    summary, tables = summarize(plan, run)
+    bench_results.save(run, plan.out_dir)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(human_report(summary, tables))
+    return 0
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    if args.candidates < 1:
+        raise BenchError("--candidates must be at least 1")
+    notes: list[str] = []
+    if args.infill:
+        if args.solutions:
+            raise BenchError("--solutions works on KernelBench problems, not with --infill")
+        try:
+            tasks: list[Task] = infill_tasks(Path(args.infill))
+        except InfillFileError as exc:
+            raise BenchError(str(exc)) from exc
+    else:
+        tasks = kernelbench_tasks(args, notes)
+    if args.limit is not None:
+        tasks = tasks[: max(0, args.limit)]
+    settings = {
+        "mode": "infill" if args.infill else "optimize",
+        "source": str(args.infill or args.dir),
+        "model": None if args.solutions else args.model,
+        "solutions": str(Path(args.solutions).resolve()) if args.solutions else None,
+        "candidates": None if args.solutions else args.candidates,   # with --solutions: the files
+        "max_tokens": args.max_tokens,
+        "preset": args.preset,
+        "temperature": sampling_temperature(args),
+    }
+    return Plan(tasks, settings, Path(args.out or DEFAULT_OUT), notes)
+
+
+def kernelbench_tasks(args: argparse.Namespace, notes: list[str]) -> list[Task]:
+    """The problems under DIR (those with a solution file, with --solutions); what was
+    left out and why goes to `notes`."""
+    if not args.dir:
+        raise BenchError("say which folder of KernelBench problems to run (or --infill FILE.json)")
+    if not Path(args.dir).exists():
+        raise BenchError(f"{args.dir}: no such folder")
+    problems, skipped = discover(Path(args.dir))
+    notes += [f"skipped {s.path}: {s.reason}" for s in skipped]
+    if not problems:
+        raise BenchError(
+            f"{args.dir}: no KernelBench-format problem found (a .py file defining "
+            "class Model, get_inputs and get_init_inputs)"
+        )
+    tasks: list[Task] = [OptimizeTask.from_problem(p) for p in problems]
+    if not args.solutions:
+        return tasks
+    solutions = solution_files(Path(args.solutions))
+    with_files = [t for t in tasks if candidates_for(t.path, solutions)]
+    if not with_files:
+        raise BenchError(f"{args.solutions}: no solution file matches a problem in {args.dir}")
+    if len(with_files) < len(tasks):
+        notes.append(f"{len(tasks) - len(with_files)} problem(s) have no file in {args.solutions}; not run")
+    return with_files
+
+
+def sampling_temperature(args: argparse.Namespace) -> float | None:
+    """The dice preset's own (None), as DICE's evaluation samples; under the default preset
+    greedy for one candidate, sampled for several, or best of N would judge N copies of one
+    answer."""
+    if args.temperature is not None:
+        return args.temperature
+    if args.preset == "dice":
+        return None
+    return 0.0 if args.candidates == 1 else 0.7
+
+
+def open_run(plan: Plan, *, resume: bool) -> RunRecord:
+    results = plan.out_dir / bench_results.RESULTS_FILE
+    if not resume:
+        if results.exists():
+            raise BenchError(f"{results} exists: pass --resume to continue that run, or choose another --out")
+        return RunRecord(plan.settings)
+    if not results.exists():
+        return RunRecord(plan.settings)
+    try:
+        run = bench_results.load(plan.out_dir)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot resume: {exc}") from exc
+    differing = [k for k in RESUME_KEYS if run.settings.get(k) != plan.settings.get(k)]
+    if differing:
+        was = ", ".join(f"{k}={run.settings.get(k)!r}" for k in differing)
+        raise BenchError(f"cannot resume {results}: it was run with {was}; use the same settings or another --out")
+    return run
+
+
+class ProblemProgress:
+    """Progress over problems on stderr: a bar when stderr is a terminal, else one line per
+    finished problem (logs). `note` shows what the current problem is doing (bar only)."""
+
+    def __init__(self, total: int, what: str) -> None:
+        self.total, self.what, self.done = total, what, 0
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=what, unit="problem", file=sys.stderr)
+
+    def note(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text[-60:])
+
+    def advance(self, name: str) -> None:
+        self.done += 1
+        if self.bar is None:
+            print(f"[{self.what} {self.done}/{self.total}] {name}", file=sys.stderr, flush=True)
+            return
+        self.note(name)
+        self.bar.update(1)
+        if self.done >= self.total:
+            self.bar.close()
+
+
+def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
+    """Phase 1: candidates for every problem the run has none for yet."""
+    todo = [t for t in plan.tasks if t.name not in run.tasks]
+    if not todo:
+        return
+    progress = ProblemProgress(len(todo), "generating")
+    make_candidates = (solution_candidates(args.solutions) if args.solutions
+                       else model_candidates(plan, args, progress))
+    for task in todo:
+        progress.note(task.name)
+        try:
+            record = TaskRecord(task.name, task.level, task.path, "generated", make_candidates(task))
+        except BenchError:
+            raise
+        except Exception as exc:  # one problem's engine failure is that problem's result
+            record = TaskRecord(task.name, task.level, task.path, "error", error=f"generation failed: {exc}")
+        run.tasks[task.name] = record
+        bench_results.save(run, plan.out_dir)
+        progress.advance(task.name)
+
+
+def model_candidates(plan: Plan, args: argparse.Namespace,
+                     progress: ProblemProgress) -> Callable[[Task], list[CandidateRecord]]:
+    engine = load_engine(args.model)
+    options: dict[str, Any] = {"preset": plan.settings["preset"]}
+    if plan.settings["temperature"] is not None:
+        options["temperature"] = plan.settings["temperature"]
+    if args.max_tokens is not None:
+        options["max_tokens"] = args.max_tokens
+
+    def make(task: Task) -> list[CandidateRecord]:
+        def on_progress(p: Progress) -> None:
+            progress.note(f"{task.name}: {p.phase} block {p.block}/{p.blocks}, {p.tokens} tokens")
+
+        options["on_progress"] = on_progress
+        return [
+            CandidateRecord(
+                text=c.text,
+                generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
+                            "finish_reason": c.finish_reason},
+            )
+            for c in task.generate(engine, plan.settings["candidates"], **options)
+        ]
+
+    return make
+
+
+def load_engine(spec: str) -> Any:
+    import engine
+    from engine.types import EngineError
+
+    try:
+        return engine.load(spec)
+    except EngineError as exc:
+        raise BenchError(f"cannot load model {spec!r}: {exc}") from exc
+
+
+def solution_candidates(folder: str) -> Callable[[Task], list[CandidateRecord]]:
+    solutions = solution_files(Path(folder))
+
+    def read(task: Task) -> list[CandidateRecord]:
+        return [
+            CandidateRecord(text=path.read_text(encoding="utf-8"), generation={"file": str(path.resolve())})
+            for path in candidates_for(task.path, solutions)
+        ]
+
+    return read
+
+
+def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
+    """Phase 2: judge every generated problem, in parallel workers."""
+    todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
+    if not todo:
+        return
+    progress = ProblemProgress(len(todo), "judging")
+    with JudgePool(worker_slots()) as pool:
+        futures = {}
+        for task in todo:
+            record = run.tasks[task.name]
+            try:
+                # Identical candidates are judged once: the verdict would be the same.
+                documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
+            except Exception as exc:  # e.g. a problem file edited into nonsense before a resume
+                record.state, record.error = "error", f"cannot put the candidates into the problem: {exc}"
+                continue
+            if not documents:
+                record.state = "done"
+                continue
+            job = JudgeJob(task.baseline, documents, task.path, time_limit)
+            futures[pool.submit(job)] = (task, documents)
+        for future in as_completed(futures):
+            task, documents = futures[future]
+            record = run.tasks[task.name]
+            try:
+                answer = future.result()
+                verdict_of = dict(zip(documents, answer["verdicts"]))
+                for candidate in record.candidates:
+                    candidate.verdict = verdict_of[task.document(candidate.text)]
+                if answer["profile"] is not None:
+                    best_text = documents[answer["profile"]["candidate"]]
+                    index = [task.document(c.text) for c in record.candidates].index(best_text)
+                    record.profile = {**answer["profile"], "candidate": index}
+                record.state = "done"
+            except Exception as exc:  # one problem's judge failure is that problem's result
+                record.state, record.error = "error", f"judging failed: {exc}"
+            bench_results.save(run, plan.out_dir)
+            progress.advance(task.name)
+
+
+def machine_gpu(run: RunRecord) -> str | None:
+    """The GPU the verdicts were measured on, else the one this machine has (or None)."""
+    for record in run.tasks.values():
+        for candidate in record.candidates:
+            if candidate.verdict and candidate.verdict.get("gpu"):
+                return candidate.verdict["gpu"]
+    import profiler
+
+    return profiler.gpu_name()
+
+
+def summarize(plan: Plan, run: RunRecord) -> tuple[dict[str, Any], list[Table]]:
+    """The summary object (also stored in results.json) and the tables it holds."""
+    records = [run.tasks[t.name] for t in plan.tasks if t.name in run.tasks]
+    gpu = machine_gpu(run)
+    tables = [t for t in (table(records, gpu, EAGER), table(records, gpu, TORCH_COMPILE)) if t]
+    chart = write_chart(records, gpu, plan.out_dir / CHART_FILE)
+    run.summary = {
+        **{k: plan.settings[k] for k in ("mode", "source", "model", "solutions", "candidates")},
+        "gpu": gpu,
+        "problems": len(records),
+        "most_candidates": max((len(r.candidates) for r in records), default=0),
+        "errors": [{"name": r.name, "error": r.error} for r in records if r.state == "error"],
+        "baseline": baseline_words(plan),
+        "torch_compile": "timed" if len(tables) > 1 else "not timed (no GPU, or torch.compile failed)",
+        "tables": [t.to_json() for t in tables],
+        "results": str(plan.out_dir / bench_results.RESULTS_FILE),
+        "chart": str(chart),
+    }
+    return run.summary, tables
+
+
+def baseline_words(plan: Plan) -> str:
+    if plan.settings["mode"] == "infill":
+        return "the document with its true middle (eager Model for KernelBench records)"
+    return "eager PyTorch (Model)"
+
+
+def human_report(summary: dict[str, Any], tables: list[Table]) -> str:
+    model = f"solutions in {summary['solutions']}" if summary["solutions"] else summary["model"]
+    blocks = []
+    for t in tables:
+        words = summary["baseline"] if t.baseline == EAGER else "torch.compile(Model)"
+        blocks.append(format_table(t, gpu=summary["gpu"], candidates=summary["most_candidates"], model=model,
+                                   baseline=words))
+    if summary["torch_compile"] != "timed":
+        blocks.append(f"torch.compile baseline: {summary['torch_compile']}")
+    if summary["errors"]:
+        blocks.append(f"{len(summary['errors'])} problem(s) failed:")
+        blocks += [f"  {e['name']}: {e['error']}" for e in summary["errors"]]
+    blocks.append(f"results: {summary['results']}\nchart:   {summary['chart']}")
+    return "\n\n".join(blocks)

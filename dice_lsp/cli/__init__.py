@@ -1,0 +1,168 @@
+"""The `dice` command line: argument parsing only.
+
+Each subcommand hands its parsed arguments to a plain function in the package that owns
+the work (engine, profiler, the job pipeline), imported lazily so that `dice check` does
+not pay for importing torch. The flags here are a contract (README, docs/DESIGN contract):
+change them only together with the docs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _add_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        default="builtin",
+        help="builtin (default), a checkpoint folder, dice://HOST:PORT or sglang://HOST:PORT",
+    )
+
+
+def _add_preset(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--preset",
+        choices=("default", "dice"),
+        default=default,
+        help=f"decoding rules: dice = DICE's own evaluation decoder and sampling (default: {default})",
+    )
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _add_max_tokens(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
+
+
+def _port(text: str) -> int:
+    """A TCP port (0: any free one), refused by argparse with one line otherwise."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dice",
+        description="Fill, optimize and profile CUDA kernels with a diffusion language model.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("fill", help="fill a range of a file with model candidates, judged on the GPU")
+    p.add_argument("file")
+    p.add_argument(
+        "--range",
+        required=True,
+        metavar="L:C-L:C",
+        help="1-based line:column, end exclusive (e.g. 12:5-14:1)",
+    )
+    p.add_argument("--candidates", type=int, default=4, metavar="N")
+    _add_max_tokens(p)
+    _add_preset(p, "default")
+    _add_model(p)
+    _add_json(p)
+
+    p = sub.add_parser("optimize", help="rewrite one kernel (or write ModelNew for a KernelBench file)")
+    p.add_argument("file")
+    p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
+    p.add_argument("--candidates", type=int, default=4, metavar="N")
+    _add_max_tokens(p)
+    _add_preset(p, "default")
+    _add_model(p)
+    _add_json(p)
+
+    p = sub.add_parser("profile", help="compile, check and time what is in the file")
+    p.add_argument("file")
+    p.add_argument("--kernel", metavar="NAME")
+    _add_json(p)
+
+    p = sub.add_parser("check", help="compile only; compiler diagnostics (no GPU needed)")
+    p.add_argument("file")
+    _add_json(p)
+
+    p = sub.add_parser("bench", help="KernelBench-style evaluation of a model over a folder")
+    p.add_argument("dir", nargs="?", help="folder of KernelBench problems (not needed with --infill)")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N problems")
+    p.add_argument("--candidates", type=int, default=1, metavar="N", help="candidates per problem")
+    p.add_argument("--infill", metavar="FILE.json", help="run the infilling variant on these records")
+    p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
+    p.add_argument("--resume", action="store_true", help="continue a run that stopped, from --out")
+    p.add_argument(
+        "--solutions",
+        metavar="SOLDIR",
+        help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "
+        "candidate for problem STEM.py (e.g. benchmarks/kernelbench_controls)",
+    )
+    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default: the engine's)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="sampling temperature (default: 0, greedy, for 1 candidate; 0.7 for several)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds per candidate for checks and timing; builds have their own limit (default 60)",
+    )
+    _add_preset(p, "dice")
+    _add_model(p)
+    _add_json(p)
+
+    p = sub.add_parser("engine", help="the diffusion engine")
+    esub = p.add_subparsers(dest="engine_command", metavar="ENGINE_COMMAND", required=True)
+    s = esub.add_parser("serve", help="serve the engine over TCP for remote editors")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=_port, default=7777)
+    s.add_argument(
+        "--token",
+        help="shared secret clients must send; required for any address but loopback "
+        "(or set DICE_ENGINE_TOKEN)",
+    )
+    _add_model(s)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "engine":
+        from engine import server
+
+        return server.main(args)
+    # Every other command checks or judges code with the profiler.
+    from profiler.paths import CacheFolderError
+
+    try:
+        return run(args)
+    except CacheFolderError as exc:
+        print(f"dice {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command in ("fill", "optimize"):
+        from dice_lsp.cli import jobs as jobs_cli
+
+        return jobs_cli.main(args)
+    if args.command in ("profile", "check"):
+        from profiler import cli as profiler_cli
+
+        return profiler_cli.main(args)
+    if args.command == "bench":
+        from dice_lsp.bench import run as bench
+
+        return bench.main(args)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""How a profiler Verdict reads to people: titles, one-line summaries, hovers, lenses (the
+LSP severities are lsp/diagnostics.py's).
+
+Numbers are printed only where the profiler measured them; anything unmeasured says why
+("not timed: no GPU") rather than showing a made-up value.
+"""
+
+from __future__ import annotations
+
+from profiler.results import Verdict
+
+
+def _speed(verdict: Verdict) -> str:
+    speedup = verdict.speedup
+    if speedup is None:
+        return ""
+    return f"{speedup:.1f}x faster" if speedup >= 1 else f"{1 / speedup:.1f}x slower"
+
+
+def summary(verdict: Verdict) -> str:
+    """One short line: "1.8x faster, correct on 5 inputs", or the profiler's own message."""
+    if verdict.status in ("faster", "not_faster") and verdict.speedup is not None:
+        return f"{_speed(verdict)}, correct on {verdict.inputs_checked} inputs"
+    return verdict.message
+
+
+def candidate_title(index: int, verdict: Verdict) -> str:
+    """Code action title; candidates are numbered from 1 for people."""
+    return f"Apply candidate {index + 1}: {summary(verdict)}"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def lens_title(verdict: Verdict) -> str:
+    """ "0.412 ms, 1.8x faster on NVIDIA H200", or why there is no time."""
+    if verdict.time_ms is None:
+        return verdict.message
+    parts = [_ms(verdict.time_ms)]
+    if verdict.speedup is not None:
+        parts.append(_speed(verdict))
+    where = f" on {verdict.gpu}" if verdict.gpu else ""
+    return ", ".join(parts) + where
+
+
+def hover_markdown(name: str, verdict: Verdict) -> str:
+    """Everything measured about one kernel, one fact per line."""
+    lines = [f"**{name}**: {verdict.message}", ""]
+    if verdict.time_ms is not None:
+        lines.append(f"- time: {_ms(verdict.time_ms)} (median)")
+    if verdict.baseline_ms is not None:
+        lines.append(f"- baseline: {_ms(verdict.baseline_ms)}")
+    if verdict.speedup is not None:
+        interval = ""
+        if verdict.speedup_ci is not None:
+            low, high = verdict.speedup_ci
+            interval = f" (95% interval {low:.2f}-{high:.2f})"
+        lines.append(f"- speedup: {verdict.speedup:.2f}x{interval}")
+    if verdict.correct is not None:
+        lines.append(f"- correct: {'yes' if verdict.correct else 'no'} on {verdict.inputs_checked} input sets")
+    if verdict.registers is not None:
+        lines.append(f"- registers per thread: {verdict.registers}")
+    if verdict.shared_bytes is not None:
+        lines.append(f"- shared memory: {verdict.shared_bytes} bytes per block")
+    if verdict.bandwidth_gbs is not None:
+        peak = ""
+        if verdict.peak_bandwidth_gbs:
+            peak = f" of {verdict.peak_bandwidth_gbs:.0f} GB/s peak ({100 * verdict.bandwidth_gbs / verdict.peak_bandwidth_gbs:.0f}%)"
+        lines.append(f"- bandwidth: {verdict.bandwidth_gbs:.0f} GB/s{peak}")
+    lines.append(f"- GPU: {verdict.gpu or 'none (not timed)'}")
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Callable
 import torch
 
 from engine import prompts
+from engine.scope import fits_span, scope_of, unknown_names
 from engine.decode import decode
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
@@ -19,6 +20,10 @@ ProgressFn = Callable[[Progress], None] | None
 CancelFn = Callable[[], bool] | None
 FAST_PATHS = ("graphs", "compiled")
 SMALL_HIDDEN = 1024
+# A sampled FIM fill draws this many times the candidates asked for and keeps the best
+# ranked (engine.scope): a small model often invents a name, and a candidate that cannot
+# compile is a wasted slot for the user.
+FIM_OVERSAMPLE = 2
 
 
 class LocalEngine:
@@ -80,7 +85,10 @@ class LocalEngine:
                on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
         """Each .text replaces the span between prefix and suffix."""
         task = prompts.infill_task(prefix, suffix, reference, self.config.prompt_format, self.tokenizer.chat_template)
-        return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+        if self.config.prompt_format != "fim" or Sampling.from_kwargs(sampling).temperature == 0:
+            return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+        drawn = self.run(task, n * FIM_OVERSAMPLE, max_tokens, sampling, on_progress, should_cancel)
+        return rank_in_scope(drawn, prefix, suffix)[:n]
 
     def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
                  on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
@@ -91,3 +99,18 @@ class LocalEngine:
         except ValueError as exc:
             raise EngineError(f"optimize: {exc}") from exc
         return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+
+
+def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:
+    """Candidates reordered (stably): distinct ones first; among them those in the shape of
+    the selection, then those whose names are all in scope (engine.scope)."""
+    scope = scope_of(prefix, suffix)
+    seen: set[str] = set()
+
+    def key(c: Candidate) -> tuple[bool, bool, bool]:
+        repeat = c.text in seen
+        seen.add(c.text)
+        return repeat, not fits_span(c.text, prefix, suffix), bool(unknown_names(c.text, scope))
+
+    keys = [key(c) for c in candidates]
+    return [c for _, c in sorted(zip(keys, candidates), key=lambda pair: pair[0])]

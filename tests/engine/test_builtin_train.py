@@ -247,19 +247,39 @@ def test_block_noise_masks_one_to_block_size_per_block_and_never_padding():
     assert not masked[:, 48:].any()
 
 
-def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
-    """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
-    on; the exported folder loads through engine.loading like any checkpoint."""
-    tokenizer = _tokenizer(tiny_corpus)
-    settings = TrainSettings(
-        data=str(tiny_corpus / "data"), tokenizer=str(tiny_corpus / "tokenizer"),
+def _tiny_settings(corpus: Path, tokenizer, **overrides) -> TrainSettings:
+    return TrainSettings(
+        data=str(corpus / "data"), tokenizer=str(corpus / "tokenizer"),
         model={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "tie_word_embeddings": True,
                    "block_size": 4, "mask_token_id": tokenizer.mask_token_id, "eos_token_id": tokenizer.eos_token_id,
                    "bos_token_id": None, "pad_token_id": tokenizer.eos_token_id, "prompt_format": "fim",
                    "rope_theta": 10000.0, "max_position_embeddings": 1024},
-        seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600,
+        seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600, **overrides,
     )
+
+
+def test_training_logs_the_validation_split(tiny_corpus, tmp_path):
+    """With a `valid` split, the first logged step has its losses on it (and the middle's)."""
+    build = _script("build_corpus")
+    files = [build.CorpusFile("generated", f"{k}", "valid" if k < 5 else "train", text)
+             for k, text in enumerate(json.loads((tiny_corpus / "data" / "train_texts.json").read_text()))]
+    corpus = tmp_path / "corpus"
+    build.write_split_data(files, corpus)
+    (corpus / "tokenizer").symlink_to(tiny_corpus / "tokenizer")
+    settings = _tiny_settings(corpus, _tokenizer(tiny_corpus), valid_batches=1)
+    train(settings, tmp_path / "run", resume=False, device=torch.device("cpu"), max_steps=2)
+    with open(tmp_path / "run" / "loss.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert np.isfinite(float(rows[0]["valid_loss"])) and np.isfinite(float(rows[0]["valid_middle_loss"]))
+    assert rows[1]["valid_loss"] in ("", None)   # not every step: every valid_every_seconds
+
+
+def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
+    """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
+    on; the exported folder loads through engine.loading like any checkpoint."""
+    tokenizer = _tokenizer(tiny_corpus)
+    settings = _tiny_settings(tiny_corpus, tokenizer)
     out = tmp_path / "run"
     train(settings, out, resume=False, device=torch.device("cpu"), max_steps=2)
     model = train(settings, out, resume=True, device=torch.device("cpu"), max_steps=4)

@@ -11,14 +11,12 @@ from lsprotocol import types
 from lsprotocol.converters import get_converter
 
 from dice_lsp.edits import candidate_slot
-from dice_lsp.measured import unit_at
-from dice_lsp.targets import TargetError, language_of, model_class_at
 from dice_lsp.verdict_view import candidate_title
-from profiler.spec import SpecError, parse_spec
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
+    from dice_lsp.document_analysis import Analysis
     from dice_lsp.job_registry import JobRegistry
 
 FILL = "dice.fill"
@@ -59,14 +57,6 @@ def _action(server: LanguageServer, command: str, args: dict[str, Any]) -> types
     return types.CodeAction(title=title, kind=KINDS[command], command=types.Command(title=title, command=command, arguments=[args]))
 
 
-def _has_spec(text: str, kernel: str) -> bool:
-    """Whether the kernel has a spec; a spec with errors counts (its diagnostic says what to fix)."""
-    try:
-        return kernel in parse_spec(text)
-    except SpecError:
-        return True
-
-
 def _wanted(kind: str, only: list[str] | None) -> bool:
     return not only or any(kind == k or kind.startswith(k + ".") for k in only)
 
@@ -93,27 +83,26 @@ def candidate_actions(jobs: JobRegistry, uri: str, text: str, start: int, end: i
     return actions
 
 
-def code_actions(server: LanguageServer, jobs: JobRegistry, params: types.CodeActionParams) -> list[types.CodeAction]:
-    uri = params.text_document.uri
-    document = server.workspace.get_text_document(uri)
-    try:
-        language = language_of(document.path)
-    except TargetError:
+def code_actions(
+    server: LanguageServer, jobs: JobRegistry, params: types.CodeActionParams, analysis: Analysis
+) -> list[types.CodeAction]:
+    if analysis.language is None:
         return []
-    text = document.source
-    start = document.offset_at_position(params.range.start)
-    end = document.offset_at_position(params.range.end)
+    uri = params.text_document.uri
+    codec = server.workspace.position_codec
+    start = analysis.offset(params.range.start, codec)
+    end = analysis.offset(params.range.end, codec)
     actions = []
     if start != end:
         actions.append(_action(server, FILL, {"uri": uri, "range": _converter.unstructure(params.range)}))
     # In a KernelBench file, Model and ModelNew both stand for the one benchmark the file is.
-    on_kernel = unit_at(text, document.path, start) if language == "cuda" else None
-    if on_kernel is not None or (language == "kernelbench" and model_class_at(text, start)):
+    on_kernel = analysis.unit_at(start) if analysis.language == "cuda" else None
+    if on_kernel is not None or (analysis.language == "kernelbench" and analysis.model_class_at(start)):
         at = {"uri": uri, "position": _converter.unstructure(params.range.start)}
         actions.append(_action(server, OPTIMIZE, at))
         actions.append(_action(server, PROFILE, at))
-        if on_kernel is not None and not _has_spec(text, on_kernel.name):
+        if on_kernel is not None and not analysis.has_spec(on_kernel.name):
             actions.append(_action(server, ADD_SPEC, at))
-    actions += candidate_actions(jobs, uri, text, start, end)
+    actions += candidate_actions(jobs, uri, analysis.text, start, end)
     only = params.context.only if params.context else None
     return [a for a in actions if _wanted(a.kind, only)]

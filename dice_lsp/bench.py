@@ -105,6 +105,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         "solutions": str(Path(args.solutions).resolve()) if args.solutions else None,
         "candidates": None if args.solutions else args.candidates,   # with --solutions: the files
         "max_tokens": args.max_tokens,
+        "preset": args.preset,
         "temperature": sampling_temperature(args),
     }
     return Plan(tasks, settings, Path(args.out or DEFAULT_OUT), notes)
@@ -136,11 +137,14 @@ def kernelbench_tasks(args: argparse.Namespace, notes: list[str]) -> list[Task]:
     return with_files
 
 
-def sampling_temperature(args: argparse.Namespace) -> float:
-    """Greedy for one candidate (DICE's own evaluation setting); with several, sampled,
-    or best of N would judge N copies of one answer."""
+def sampling_temperature(args: argparse.Namespace) -> float | None:
+    """The dice preset's own (None), as DICE's evaluation samples; under the default preset
+    greedy for one candidate, sampled for several, or best of N would judge N copies of one
+    answer."""
     if args.temperature is not None:
         return args.temperature
+    if args.preset == "dice":
+        return None
     return 0.0 if args.candidates == 1 else 0.7
 
 
@@ -214,7 +218,9 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
 def model_candidates(plan: Plan, args: argparse.Namespace,
                      progress: ProblemProgress) -> Callable[[Task], list[CandidateRecord]]:
     engine = load_engine(args.model)
-    options: dict[str, Any] = {"temperature": plan.settings["temperature"]}
+    options: dict[str, Any] = {"preset": plan.settings["preset"]}
+    if plan.settings["temperature"] is not None:
+        options["temperature"] = plan.settings["temperature"]
     if args.max_tokens is not None:
         options["max_tokens"] = args.max_tokens
 

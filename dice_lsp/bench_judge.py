@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -84,7 +85,37 @@ def worker_slots(cpu_budget: int | None = None) -> list[str | None]:
     return list(gpus[:budget]) if gpus else [None] * budget
 
 
-def run_worker(job: JudgeJob, gpu: str | None, live: set[subprocess.Popen] | None = None) -> dict[str, Any]:
+class LiveWorkers:
+    """The worker processes running now. Once stopped it takes no more: a worker started
+    after the stop (by a thread that was just then starting the next problem) is killed at
+    once, so that Ctrl-C never waits out a problem that began after it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self._stopped = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            if not self._stopped:
+                self._procs.add(proc)
+                return
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        raise JudgeError("the run was stopped")
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self) -> list[subprocess.Popen]:
+        """Take no more workers; the ones running now, for stop_workers."""
+        with self._lock:
+            self._stopped = True
+            return list(self._procs)
+
+
+def run_worker(job: JudgeJob, gpu: str | None, live: LiveWorkers | None = None) -> dict[str, Any]:
     """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
     as dice_lsp.bench_worker writes it. The process sits in `live` while it runs, so that
     a stopped run can kill it."""
@@ -155,7 +186,7 @@ class JudgePool:
         self.size = len(slots)
         # Threads only wait on worker processes; the work itself happens in those.
         self.executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="dice-bench-judge")
-        self.live: set[subprocess.Popen] = set()
+        self.live = LiveWorkers()
 
     def submit(self, job: JudgeJob) -> Future:
         return self.executor.submit(self._run, job)
@@ -173,6 +204,9 @@ class JudgePool:
     def __exit__(self, exc_type: type | None, *exc: object) -> None:
         if exc_type is not None:
             # Stopped (Ctrl-C) or failed: the workers are in their own sessions, so the
-            # signal did not reach them; end them instead of waiting out their problems.
-            stop_workers(list(self.live))
+            # signal did not reach them; end them instead of waiting out their problems,
+            # and start no queued problem meanwhile.
+            running = self.live.stop()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            stop_workers(running)
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+from engine.prompts import KERNELBENCH_PROBLEM_NAMES as REQUIRED_NAMES
 LEVEL_FOLDER = re.compile(r"^level\d+$")
 
 

@@ -16,7 +16,10 @@ def solution_files(folder: Path) -> dict[str, list[Path]]:
     """Solution files by the problem file stem they belong to (text before the first dot)."""
     by_stem: dict[str, list[Path]] = {}
     for path in sorted(Path(folder).rglob("*.py")):
-        if any(part.startswith(".") or part == "__pycache__" for part in path.parts):
+        # Hidden folders and caches below FOLDER are skipped; the parts above it are the
+        # user's business (a checkout under ~/.work or a .venv-style folder is fine).
+        below = path.relative_to(folder).parts
+        if any(part.startswith(".") or part == "__pycache__" for part in below):
             continue
         by_stem.setdefault(path.name.split(".", 1)[0], []).append(path)
     return by_stem

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         return 2
     job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     from dice_lsp.bench_judge import JudgeJob
-    from profiler.runner import die_with_parent
+    from profiler.run.harness import die_with_parent
 
     # This process has a session of its own (so that it can be stopped as a group): should
     # `dice bench` be killed outright (SIGTERM, SIGKILL, a closed terminal), it dies too,

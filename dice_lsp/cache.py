@@ -7,6 +7,7 @@ matches the file is a stale result; `prune` drops those when the file changes on
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -26,11 +27,19 @@ def default_cache_dir() -> Path:
     return Path(base) / "dice-lsp" / "results"
 
 
+@functools.lru_cache(maxsize=16)
+def _spec_digest(spec: str) -> bytes:
+    return hashlib.sha256(spec.encode()).digest()
+
+
 def result_key(code: str, spec: str, gpu: str | None) -> str:
-    """The cache key of one measurement: content hash, spec and GPU."""
+    """The cache key of one measurement: content hash, spec and GPU.
+
+    The spec is the whole file's `dice:` lines, the same for every kernel of the file: it is
+    hashed once, not once per kernel (quadratic in a file of thousands of kernels)."""
     digest = hashlib.sha256()
-    for part in (code, spec, gpu or "no gpu"):
-        digest.update(part.encode())
+    for part in (code.encode(), _spec_digest(spec), (gpu or "no gpu").encode()):
+        digest.update(part)
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -65,22 +74,25 @@ class ResultCache:
         tmp.replace(file)  # atomic: a reader never sees half a file
 
     def get(self, path: str, key: str) -> Verdict | None:
-        data = self._load(path).get(key)
-        if data is None:
-            return None
-        try:
-            return Verdict.from_json(data)
-        except (TypeError, ValueError, KeyError) as exc:
-            log.warning("ignoring cached result of another format for %s: %s", path, exc)
-            return None
+        return self.get_many(path, [key]).get(key)
+
+    def get_many(self, path: str, keys: list[str]) -> dict[str, Verdict]:
+        """The verdicts of `path` under those of `keys` that have one, from one read of its file."""
+        entries = self._load(path)
+        found = {}
+        for key in keys:
+            if (data := entries.get(key)) is None:
+                continue
+            try:
+                found[key] = Verdict.from_json(data)
+            except (TypeError, ValueError, KeyError) as exc:
+                log.warning("ignoring cached result of another format for %s: %s", path, exc)
+        return found
 
     def put(self, path: str, key: str, verdict: Verdict) -> None:
         entries = self._load(path)
         entries[key] = verdict.to_json()
         self._store(path, entries)
-
-    def keys(self, path: str) -> set[str]:
-        return set(self._load(path))
 
     def prune(self, path: str, live: set[str]) -> int:
         """Drop every result of `path` whose key is not in `live`; how many were dropped."""

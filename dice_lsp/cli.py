@@ -20,12 +20,32 @@ def _add_model(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_preset(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--preset",
+        choices=("default", "dice"),
+        default=default,
+        help=f"decoding rules: dice = DICE's own evaluation decoder and sampling (default: {default})",
+    )
+
+
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def _add_max_tokens(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
+
+
+def _port(text: str) -> int:
+    """A TCP port (0: any free one), refused by argparse with one line otherwise."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--candidates", type=int, default=4, metavar="N")
     _add_max_tokens(p)
+    _add_preset(p, "default")
     _add_model(p)
     _add_json(p)
 
@@ -53,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
     p.add_argument("--candidates", type=int, default=4, metavar="N")
     _add_max_tokens(p)
+    _add_preset(p, "default")
     _add_model(p)
     _add_json(p)
 
@@ -76,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--solutions",
         metavar="SOLDIR",
         help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "
-        "candidate for problem STEM.py (e.g. bench/kernelbench_controls)",
+        "candidate for problem STEM.py (e.g. benchmarks/kernelbench_controls)",
     )
     p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default: the engine's)")
     p.add_argument(
@@ -92,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per candidate for checks and timing; builds have their own limit (default 60)",
     )
+    _add_preset(p, "dice")
     _add_model(p)
     _add_json(p)
 
@@ -99,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     esub = p.add_subparsers(dest="engine_command", metavar="ENGINE_COMMAND", required=True)
     s = esub.add_parser("serve", help="serve the engine over TCP for remote editors")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=7777)
+    s.add_argument("--port", type=_port, default=7777)
     s.add_argument(
         "--token",
         help="shared secret clients must send; required for any address but loopback "
@@ -111,6 +134,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "engine":
+        from engine import server
+
+        return server.main(args)
+    # Every other command checks or judges code with the profiler.
+    from profiler.paths import CacheFolderError
+
+    try:
+        return run(args)
+    except CacheFolderError as exc:
+        print(f"dice {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
     if args.command in ("fill", "optimize"):
         from dice_lsp import jobs_cli
 
@@ -123,10 +161,6 @@ def main(argv: list[str] | None = None) -> int:
         from dice_lsp import bench
 
         return bench.main(args)
-    if args.command == "engine":
-        from engine import server
-
-        return server.main(args)
     raise AssertionError(args.command)
 
 

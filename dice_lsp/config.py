@@ -17,11 +17,15 @@ from typing import Any
 OPTIMIZE_BUDGET = 4
 
 STRATEGIES = ("low_confidence_static", "sequential", "low_confidence_dynamic")
+PRESETS = ("default", "dice")  # engine.types.PRESETS, without importing the engine here
 
 
 @dataclass(frozen=True)
 class Settings:
     model: str = "builtin"
+    # "dice": DICE's own decoder and sampling (README, Presets); steps, blockSize and
+    # temperature then come from the preset, strategy and threshold from these settings.
+    preset: str = "default"
     candidates: int = 4
     steps: int = 4
     block_size: int | None = None  # None: the checkpoint's own block size
@@ -41,6 +45,8 @@ class Settings:
 
     def sampling(self) -> dict[str, Any]:
         """Keyword arguments for Engine.infill/optimize (engine.types.Sampling fields)."""
+        if self.preset != "default":
+            return {"preset": self.preset, "strategy": self.strategy, "threshold": self.threshold}
         return {
             "temperature": self.temperature,
             "strategy": self.strategy,
@@ -73,6 +79,7 @@ _FIELDS: dict[str, _Field] = {
         lambda v: isinstance(v, str) and v.strip() != "",
         str.strip,
     ),
+    "preset": _Field("preset", " or ".join(f'"{p}"' for p in PRESETS), lambda v: v in PRESETS),
     "candidates": _Field("candidates", "an integer from 1 to 64", lambda v: _is_int(v) and 1 <= v <= 64),
     "steps": _Field("steps", "an integer from 1 to 64", lambda v: _is_int(v) and 1 <= v <= 64),
     "blockSize": _Field(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.lsp_text import line_range, lsp_range
+from dice_lsp.lsp_text import document_key, line_range, lsp_range, open_document
 from dice_lsp.verdict_view import compiler_severity, severity
 from profiler.results import Diagnostic, Verdict
 
@@ -56,6 +56,8 @@ def first_error(verdict: Verdict) -> str:
 
 
 class DiagnosticsStore:
+    """Keyed by document_key; published under the URI the caller names (the client's own)."""
+
     def __init__(self, server: LanguageServer) -> None:
         self._server = server
         self._compile: dict[str, list[types.Diagnostic]] = {}
@@ -63,38 +65,41 @@ class DiagnosticsStore:
         self._verdicts_shown: dict[str, bool] = {}
 
     def set_compile(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
-        self._compile[uri] = diagnostics
+        self._compile[document_key(uri)] = diagnostics
         self.publish(uri)
 
     def set_verdicts(self, uri: str, text: str, diagnostics: list[types.Diagnostic]) -> None:
         """Verdict diagnostics about the document when it holds exactly `text`."""
-        self._verdicts[uri] = (text, diagnostics)
+        self._verdicts[document_key(uri)] = (text, diagnostics)
         self.publish(uri)
 
     def clear_verdicts(self, uri: str) -> None:
-        if self._verdicts.pop(uri, None) is not None:
+        if self._verdicts.pop(document_key(uri), None) is not None:
             self.publish(uri)
 
     def document_changed(self, uri: str) -> None:
         """Publish again if the edit showed or hid the verdicts."""
-        if uri in self._verdicts and self._verdicts_visible(uri) != self._verdicts_shown.get(uri):
+        key = document_key(uri)
+        if key in self._verdicts and self._verdicts_visible(uri) != self._verdicts_shown.get(key):
             self.publish(uri)
 
     def forget(self, uri: str) -> None:
-        self._compile.pop(uri, None)
-        self._verdicts.pop(uri, None)
-        self._verdicts_shown.pop(uri, None)
+        key = document_key(uri)
+        self._compile.pop(key, None)
+        self._verdicts.pop(key, None)
+        self._verdicts_shown.pop(key, None)
         self.publish(uri)
 
     def _verdicts_visible(self, uri: str) -> bool:
-        anchored = self._verdicts.get(uri)
-        document = self._server.workspace.text_documents.get(uri)
+        anchored = self._verdicts.get(document_key(uri))
+        document = open_document(self._server.workspace, uri)
         return anchored is not None and document is not None and document.source == anchored[0]
 
     def publish(self, uri: str) -> None:
+        key = document_key(uri)
         visible = self._verdicts_visible(uri)
-        self._verdicts_shown[uri] = visible
-        verdicts = self._verdicts[uri][1] if visible else []
+        self._verdicts_shown[key] = visible
+        verdicts = self._verdicts[key][1] if visible else []
         self._server.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=self._compile.get(uri, []) + verdicts)
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self._compile.get(key, []) + verdicts)
         )

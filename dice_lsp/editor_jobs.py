@@ -111,7 +111,7 @@ def _validate(server: DiceServer, kind: str, snapshot: Snapshot, args: dict) -> 
 
 
 async def _run(server: DiceServer, kind: str, snapshot: Snapshot, where: dict, token: types.ProgressToken | None) -> JobResult:
-    settings = server.settings
+    settings = await server.ready_settings()
     task = asyncio.current_task()
     async with work_done(server, TITLES[kind], on_cancel=task.cancel, token=token) as report:
         engine = await server.engines.get(settings)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dice_lsp.jobs import JobResult
+from dice_lsp.lsp_text import document_key
 
 # Finished jobs kept for their "Apply candidate" actions; older ones are forgotten.
 KEEP_FINISHED = 20
@@ -67,7 +68,8 @@ class JobRegistry:
         return [j for j in self._jobs.values() if not j.task.done()]
 
     def finished(self, uri: str) -> list[Job]:
-        return [j for j in self._jobs.values() if j.uri == uri and isinstance(j.result, JobResult)]
+        key = document_key(uri)
+        return [j for j in self._jobs.values() if document_key(j.uri) == key and isinstance(j.result, JobResult)]
 
     def forget(self, uri: str) -> None:
         """Drop the finished jobs of a document whose text changed outside the editor."""

@@ -23,6 +23,7 @@ import profiler
 from dice_lsp.config import Settings
 from dice_lsp.targets import Target, fill_target, optimize_target
 from dice_lsp.text_offsets import position_at
+from engine.prompts import kernelbench_infill_parts
 from profiler.results import Verdict
 
 if TYPE_CHECKING:
@@ -87,8 +88,11 @@ class JobResult:
 
 
 def best_candidate(verdicts: list[Verdict]) -> int | None:
-    """Index of the largest speedup among candidates proven correct and faster."""
-    faster = [(v.speedup or 0.0, i) for i, v in enumerate(verdicts) if v.status == "faster"]
+    """Index of the largest speedup among candidates proven correct and faster. A verdict the
+    profiler flagged (suspiciously fast, a cheating pattern) is never picked by itself: the
+    user applies it by choice."""
+    faster = [(v.speedup or 0.0, i) for i, v in enumerate(verdicts)
+              if v.status == "faster" and not v.extra.get("flags")]
     return max(faster)[1] if faster else None
 
 
@@ -188,10 +192,15 @@ async def fill(
 ) -> JobResult:
     """Candidates for the text between offsets start and end, judged."""
     target = fill_target(snapshot.text, snapshot.path, start, end)
+    if target.language == "kernelbench":
+        reference, prefix, suffix = kernelbench_infill_parts(snapshot.text, start, end)
+    else:
+        reference, prefix, suffix = None, snapshot.text[:start], snapshot.text[end:]
     report("generating", 0)
     candidates = await engine.infill(
-        snapshot.text[:start],
-        snapshot.text[end:],
+        prefix,
+        suffix,
+        reference=reference,
         n=settings.candidates,
         max_tokens=settings.max_tokens,
         on_progress=_engine_progress(report),

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from dice_lsp import jobs
 from dice_lsp.config import Settings
-from dice_lsp.engine_host import MODEL_CHOICES
+from dice_lsp.engine_host import MODEL_CHOICES, ModelUnavailable
 from dice_lsp.jobs import JobResult, Snapshot
 from dice_lsp.targets import TargetError, fill_target, optimize_target
 from dice_lsp.text_offsets import offset_at
@@ -67,6 +67,7 @@ class ProgressBar:
 
 async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, report: ProgressBar) -> JobResult:
     from engine.client import AsyncEngine
+    from engine.types import EngineError
 
     # A bad range or kernel is an error before the model is loaded, not after.
     if args.command == "fill":
@@ -77,7 +78,10 @@ async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
     engine = AsyncEngine(settings.model, device=settings.device)
     try:
         report(f"loading model {settings.model}", 0)
-        await engine.start()
+        try:
+            await engine.start()
+        except EngineError as exc:  # the one failure where another --model is the advice
+            raise ModelUnavailable(str(exc)) from exc
         if args.command == "fill":
             return await jobs.fill(engine, snapshot, start, end, settings, report)
         return await jobs.optimize(engine, snapshot, settings, report, kernel=args.kernel)
@@ -120,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     if args.candidates < 1 or (args.max_tokens is not None and args.max_tokens < 1):
         print(f"dice {args.command}: --candidates and --max-tokens must be at least 1", file=sys.stderr)
         return 2
-    settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates)
+    settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates, preset=args.preset)
     if args.max_tokens is not None:
         settings = dataclasses.replace(settings, max_tokens=args.max_tokens)
     snapshot = Snapshot(path.resolve().as_uri(), None, str(path), text)
@@ -131,9 +135,13 @@ def main(args: argparse.Namespace) -> int:
         bar.close()
         print(f"dice {args.command}: {exc}", file=sys.stderr)
         return 2
-    except EngineError as exc:
+    except ModelUnavailable as exc:
         bar.close()
         print(f"dice {args.command}: the model {args.model!r} failed: {exc}\nPass --model {MODEL_CHOICES}.", file=sys.stderr)
+        return 1
+    except EngineError as exc:  # the model is there; the job failed (another model would not help)
+        bar.close()
+        print(f"dice {args.command}: the model {args.model!r} failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         bar.close()

@@ -77,7 +77,7 @@ async def _run_profile(server: DiceServer, text: str, path: str, unit: MeasuredU
     async with work_done(server, f"DICE: profiling {unit.name}", on_cancel=task.cancel, token=token) as report:
         report("compiling, checking and timing", None)
         server.status.update(busy=True, message=f"profiling {unit.name}")
-        return await in_thread(profiler.profile, text, path, kernel=kernel, time_limit=server.settings.time_limit)
+        return await in_thread(profiler.profile, text, path, kernel=kernel, time_limit=(await server.ready_settings()).time_limit)
 
 
 def add_spec_edit(server: DiceServer, args: Any) -> types.WorkspaceEdit:

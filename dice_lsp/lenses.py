@@ -7,52 +7,53 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from dice_lsp.lsp_text import lsp_range, text_document
-from dice_lsp.measured import measured_units, unit_key
 from dice_lsp.verdict_view import hover_markdown, lens_title
 
 if TYPE_CHECKING:
-    from dice_lsp.server import DiceServer
+    from pygls.workspace import PositionCodec
+
+    from dice_lsp.cache import ResultCache
+    from dice_lsp.document_analysis import Analysis
 
 NOT_MEASURED = "Profile this kernel"
 
 
-def code_lenses(server: DiceServer, uri: str) -> list[types.CodeLens]:
-    document = server.workspace.get_text_document(uri)
-    text, path = document.source, document.path
+def _json_position(position: types.Position) -> dict[str, int]:
+    return {"line": position.line, "character": position.character}
+
+
+def code_lenses(analysis: Analysis, uri: str, cache: ResultCache, gpu: str | None, codec: PositionCodec) -> list[dict]:
+    """One lens per kernel, as LSP's JSON (built in a worker thread: it reads the result
+    cache, and a file may have thousands of kernels)."""
+    verdicts = cache.get_many(analysis.path, analysis.unit_keys(gpu))
     lenses = []
-    for unit in measured_units(text, path):
-        verdict = server.cache.get(path, unit_key(text, unit, server.gpu))
+    for unit, key in zip(analysis.units, analysis.unit_keys(gpu)):
+        verdict = verdicts.get(key)
         title = lens_title(verdict) if verdict is not None else NOT_MEASURED
-        at = document.client_position_at_offset(unit.name_start)
-        lenses.append(
-            types.CodeLens(
-                range=lsp_range(document, unit.start, unit.start),
-                command=types.Command(
-                    title=title,
-                    command="dice.profile",
-                    arguments=[{"uri": uri, "position": {"line": at.line, "character": at.character}}],
-                ),
-            )
-        )
+        start = _json_position(analysis.position(unit.start, codec))
+        at = _json_position(analysis.position(unit.name_start, codec))
+        lenses.append({
+            "range": {"start": start, "end": start},
+            "command": {"title": title, "command": "dice.profile", "arguments": [{"uri": uri, "position": at}]},
+        })
     return lenses
 
 
-def hover(server: DiceServer, uri: str, position: types.Position) -> types.Hover | None:
-    document = server.workspace.get_text_document(uri)
-    text, path = document.source, document.path
-    offset = document.offset_at_position(position)
-    for unit in measured_units(text, path):
-        if unit.name_start <= offset <= unit.name_end:
-            verdict = server.cache.get(path, unit_key(text, unit, server.gpu))
-            body = (
-                hover_markdown(unit.name, verdict)
-                if verdict is not None
-                else f"**{unit.name}**: not measured yet; run “{NOT_MEASURED}” (a code action or the lens above it)."
-            )
-            detached = text_document(server, uri, text)
-            return types.Hover(
-                contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=body),
-                range=lsp_range(detached, unit.name_start, unit.name_end),
-            )
-    return None
+def hover(
+    analysis: Analysis, position: types.Position, cache: ResultCache, gpu: str | None, codec: PositionCodec
+) -> types.Hover | None:
+    offset = analysis.offset(position, codec)
+    index = analysis.unit_index_at(offset)
+    unit = None if index is None else analysis.units[index]
+    if unit is None or not unit.name_start <= offset <= unit.name_end:
+        return None
+    verdict = cache.get(analysis.path, analysis.unit_keys(gpu)[index])
+    body = (
+        hover_markdown(unit.name, verdict)
+        if verdict is not None
+        else f"**{unit.name}**: not measured yet; run “{NOT_MEASURED}” (a code action or the lens above it)."
+    )
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=body),
+        range=analysis.range(unit.name_start, unit.name_end, codec),
+    )

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
+    from pygls.workspace import Workspace
+
+
+def document_key(uri: str) -> str:
+    """The one form a document's URI is stored and looked up under, whatever the client's
+    percent-encoding ("My%20Projects" and "My Projects" are one file); pygls' workspace
+    keys its documents the same way."""
+    return unquote(uri)
+
+
+def open_document(workspace: Workspace, uri: str) -> TextDocument | None:
+    """The editor's copy of the document, None when the editor has not opened it."""
+    return workspace.text_documents.get(document_key(uri))
 
 
 def text_document(server: LanguageServer, uri: str, text: str) -> TextDocument:

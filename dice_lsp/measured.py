@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import profiler
 from dice_lsp.cache import result_key
 from dice_lsp.targets import language_of
-from dice_lsp.text_offsets import offset_at_point
+from dice_lsp.text_offsets import line_starts, offset_at_point
 
 _SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
 
@@ -34,8 +34,9 @@ def spec_text(text: str) -> str:
 
 def _cuda_units(text: str) -> list[MeasuredUnit]:
     units = []
+    starts = line_starts(text)
     for kernel in profiler.find_kernels(text):
-        start, end = offset_at_point(text, kernel.start), offset_at_point(text, kernel.end)
+        start, end = offset_at_point(text, kernel.start, starts), offset_at_point(text, kernel.end, starts)
         found = re.compile(rf"\b{re.escape(kernel.name)}\b").search(text, start, end)
         name_start = found.start() if found else start
         units.append(
@@ -78,4 +79,5 @@ def unit_key(text: str, unit: MeasuredUnit, gpu: str | None) -> str:
 
 
 def live_keys(text: str, path: str, gpu: str | None) -> set[str]:
-    return {unit_key(text, u, gpu) for u in measured_units(text, path)}
+    spec = spec_text(text)  # once: it is the whole file's spec lines
+    return {result_key(u.code, spec, gpu) for u in measured_units(text, path)}

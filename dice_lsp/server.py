@@ -9,27 +9,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
+import os
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
 from pygls import uris
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 
-from dice_lsp import actions, editor_jobs, kernel_tools
+from dice_lsp import actions, editor_jobs, kernel_tools, transport
 from dice_lsp.cache import ResultCache
 from dice_lsp.compile_check import CompileChecker
 from dice_lsp.config import Settings, parse_settings
 from dice_lsp.diagnostics import DiagnosticsStore
+from dice_lsp.document_analysis import Analyses, Analysis
 from dice_lsp.edits import candidate_edit
 from dice_lsp.engine_host import EngineHost
 from dice_lsp.file_watch import FileWatcher
 from dice_lsp.job_registry import JobRegistry
 from dice_lsp.lenses import code_lenses, hover
+from dice_lsp.lsp_text import open_document
 from dice_lsp.measured import live_keys
+from dice_lsp.protocol import DiceProtocol, JsonResult
 from dice_lsp.request_args import job_and_index
 from dice_lsp.status import StatusReporter
 from dice_lsp.targets import TargetError
@@ -37,17 +42,8 @@ from dice_lsp.targets import TargetError
 log = logging.getLogger("dice_lsp")
 
 VERSION = "0.1.0"
-
-
-class DiceProtocol(LanguageServerProtocol):
-    """pygls cancels a request's own task on $/cancelRequest, but a command's handler runs
-    as a separate task; cancel the job started by that request too."""
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        server = self._server
-        if isinstance(server, DiceServer):
-            server.jobs.cancel_request(msg_id)
-        super()._handle_cancel_notification(msg_id)
+# A client that never sends `initialized` still gets its jobs run, with what it sent so far.
+SETTINGS_WAIT_S = 10.0
 
 
 class DiceServer(LanguageServer):
@@ -61,7 +57,29 @@ class DiceServer(LanguageServer):
         self.diagnostics = DiagnosticsStore(self)
         self.checker = CompileChecker(self, self.diagnostics)
         self.watcher = FileWatcher(self.on_disk_change)
+        self.analyses = Analyses()
         self.gpu: str | None = None
+        # Set once the client's settings are in (workspace/configuration after `initialized`):
+        # a job sent right after `initialized` must not run with the defaults.
+        self.settings_loaded = asyncio.Event()
+
+    async def ready_settings(self) -> Settings:
+        try:
+            await asyncio.wait_for(self.settings_loaded.wait(), SETTINGS_WAIT_S)
+        except asyncio.TimeoutError:
+            log.warning("no settings from the client after %.0f s; using what it sent", SETTINGS_WAIT_S)
+        return self.settings
+
+    async def release(self) -> None:
+        """Stop everything this server started: its client is gone or shutting down."""
+        self.jobs.cancel()
+        self.checker.cancel_all()
+        self.watcher.stop()
+        await self.engines.close()
+
+    async def analysis(self, uri: str) -> Analysis:
+        """The analysis of the document's current version (computed off the event loop)."""
+        return await self.analyses.of(self.workspace.get_text_document(uri))
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -104,7 +122,7 @@ class DiceServer(LanguageServer):
     def on_disk_change(self, path: str) -> None:
         """A watched file changed outside the editor: drop the results that no longer match it."""
         uri = uris.from_fs_path(path) or path
-        if uri in self.workspace.text_documents:
+        if open_document(self.workspace, uri) is not None:
             return  # the editor owns the text; its didChange keeps results in step
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -118,36 +136,66 @@ class DiceServer(LanguageServer):
             self.refresh_lenses()
 
 
-server = DiceServer()
+_FEATURES: list[tuple[str, Any, Callable]] = []
+_COMMANDS: list[tuple[str, Callable]] = []
 
 
-@server.feature(types.INITIALIZE)
+def feature(name: str, options: Any = None) -> Callable[[Callable], Callable]:
+    def record(handler: Callable) -> Callable:
+        _FEATURES.append((name, options, handler))
+        return handler
+
+    return record
+
+
+def command(name: str) -> Callable[[Callable], Callable]:
+    def record(handler: Callable) -> Callable:
+        _COMMANDS.append((name, handler))
+        return handler
+
+    return record
+
+
+def create_server() -> DiceServer:
+    """A server with every handler registered: one per editor connection."""
+    ls = DiceServer()
+    for name, options, handler in _FEATURES:
+        ls.feature(name, options)(handler)
+    for name, handler in _COMMANDS:
+        ls.command(name)(handler)
+    return ls
+
+
+@feature(types.INITIALIZE)
 def initialize(ls: DiceServer, params: types.InitializeParams) -> None:
     ls.apply_settings(params.initialization_options)
 
 
-@server.feature(types.INITIALIZED)
+@feature(types.INITIALIZED)
 async def initialized(ls: DiceServer, params: types.InitializedParams) -> None:
     ls.status.update(message="starting")
     roots = [uris.to_fs_path(folder.uri) for folder in ls.workspace.folders.values()] or [ls.workspace.root_path]
     for path in roots:
         if path:
             ls.watcher.watch(path)
-    await ls.reload_settings()
+    try:
+        await ls.reload_settings()
+    finally:
+        ls.settings_loaded.set()
     await ls.detect_gpu()
 
 
-@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+@feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def did_change_configuration(ls: DiceServer, params: types.DidChangeConfigurationParams) -> None:
     await ls.reload_settings(params.settings)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+@feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: DiceServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.checker.schedule(params.text_document.uri, 0)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+@feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: DiceServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.diagnostics.document_changed(uri)
@@ -155,18 +203,19 @@ def did_change(ls: DiceServer, params: types.DidChangeTextDocumentParams) -> Non
         ls.checker.schedule(uri, ls.settings.debounce_ms)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+@feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: DiceServer, params: types.DidSaveTextDocumentParams) -> None:
     ls.checker.schedule(params.text_document.uri, ls.settings.debounce_ms)
 
 
-@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+@feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DiceServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.checker.cancel(params.text_document.uri)
+    ls.analyses.forget(params.text_document.uri)
     ls.diagnostics.forget(params.text_document.uri)
 
 
-@server.feature(
+@feature(
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(
         code_action_kinds=[
@@ -178,11 +227,12 @@ def did_close(ls: DiceServer, params: types.DidCloseTextDocumentParams) -> None:
         resolve_provider=True,
     ),
 )
-def code_action(ls: DiceServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    return actions.code_actions(ls, ls.jobs, params)
+async def code_action(ls: DiceServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    analysis = await ls.analysis(params.text_document.uri)
+    return actions.code_actions(ls, ls.jobs, params, analysis)
 
 
-@server.feature(types.CODE_ACTION_RESOLVE)
+@feature(types.CODE_ACTION_RESOLVE)
 async def resolve_code_action(ls: DiceServer, action: types.CodeAction) -> types.CodeAction:
     data = action.data if isinstance(action.data, dict) else {}
     command, args = data.get("command"), data.get("args")
@@ -199,14 +249,18 @@ async def resolve_code_action(ls: DiceServer, action: types.CodeAction) -> types
     return action
 
 
-@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-def code_lens(ls: DiceServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-    return code_lenses(ls, params.text_document.uri)
+@feature(types.TEXT_DOCUMENT_CODE_LENS)
+async def code_lens(ls: DiceServer, params: types.CodeLensParams) -> JsonResult:
+    uri = params.text_document.uri
+    analysis = await ls.analysis(uri)
+    build = functools.partial(code_lenses, analysis, uri, ls.cache, ls.gpu, ls.workspace.position_codec)
+    return JsonResult(await asyncio.get_running_loop().run_in_executor(None, build))
 
 
-@server.feature(types.TEXT_DOCUMENT_HOVER)
-def hover_kernel(ls: DiceServer, params: types.HoverParams) -> types.Hover | None:
-    return hover(ls, params.text_document.uri, params.position)
+@feature(types.TEXT_DOCUMENT_HOVER)
+async def hover_kernel(ls: DiceServer, params: types.HoverParams) -> types.Hover | None:
+    analysis = await ls.analysis(params.text_document.uri)
+    return hover(analysis, params.position, ls.cache, ls.gpu, ls.workspace.position_codec)
 
 
 async def _apply(ls: DiceServer, edit: types.WorkspaceEdit, label: str) -> bool:
@@ -225,22 +279,22 @@ async def _generate_command(ls: DiceServer, kind: str, args: tuple) -> dict:
     return answer
 
 
-@server.command(actions.FILL)
+@command(actions.FILL)
 async def fill_command(ls: DiceServer, *args: Any) -> dict:
     return await _generate_command(ls, "fill", args)
 
 
-@server.command(actions.OPTIMIZE)
+@command(actions.OPTIMIZE)
 async def optimize_command(ls: DiceServer, *args: Any) -> dict:
     return await _generate_command(ls, "optimize", args)
 
 
-@server.command(actions.PROFILE)
+@command(actions.PROFILE)
 async def profile_command(ls: DiceServer, *args: Any) -> dict:
     return await kernel_tools.profile(ls, args[0] if args else None)
 
 
-@server.command(actions.ADD_SPEC)
+@command(actions.ADD_SPEC)
 async def add_spec_command(ls: DiceServer, *args: Any) -> dict:
     try:
         edit = kernel_tools.add_spec_edit(ls, args[0] if args else None)
@@ -250,7 +304,7 @@ async def add_spec_command(ls: DiceServer, *args: Any) -> dict:
     return {"applied": await _apply(ls, edit, "DICE: add benchmark spec")}
 
 
-@server.command(actions.APPLY_CANDIDATE)
+@command(actions.APPLY_CANDIDATE)
 async def apply_candidate_command(ls: DiceServer, *args: Any) -> dict:
     try:
         job_id, index = job_and_index(args[0] if args else None)
@@ -275,7 +329,7 @@ async def apply_candidate_command(ls: DiceServer, *args: Any) -> dict:
     return {"applied": applied}
 
 
-@server.command(actions.SHOW_CANDIDATES)
+@command(actions.SHOW_CANDIDATES)
 def show_candidates_command(ls: DiceServer, *args: Any) -> dict:
     """Every finished job of a document and its candidates' verdicts (for editor pickers)."""
     uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
@@ -286,32 +340,45 @@ def show_candidates_command(ls: DiceServer, *args: Any) -> dict:
     return {"jobs": found}
 
 
-@server.command(actions.CANCEL)
+@command(actions.CANCEL)
 def cancel_command(ls: DiceServer, *args: Any) -> dict:
     job = args[0].get("job") if args and isinstance(args[0], dict) else None
     return {"cancelled": ls.jobs.cancel(None if job is None else str(job))}
 
 
-@server.feature(types.SHUTDOWN)
+@feature(types.SHUTDOWN)
 async def shutdown(ls: DiceServer, params: None) -> None:
-    ls.jobs.cancel()
-    ls.watcher.stop()
-    await ls.engines.close()
+    await ls.release()
+
+
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0 to 65535)")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dice-lsp", description="The DICE language server (stdio by default).")
     parser.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--port", type=port_number, default=2087)
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("DICE_LSP_TOKEN"),
+        help="with --tcp: the token a client must send as initializationOptions.token (default: $DICE_LSP_TOKEN, "
+        "which other users cannot read in the process list); required to listen on an address other than loopback",
+    )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.tcp:
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io()
-    return 0
+    if not args.tcp:
+        return transport.serve_stdio(create_server)
+    if not args.token and not transport.is_loopback(args.host):
+        parser.error(
+            f"--host {args.host} is reachable from other machines, and any client of dice-lsp can run code on "
+            "this one: set a token (DICE_LSP_TOKEN or --token), or listen on 127.0.0.1"
+        )
+    return transport.serve_tcp(create_server, args.host, args.port, args.token or None)
 
 
 if __name__ == "__main__":

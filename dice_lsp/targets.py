@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import profiler
-from dice_lsp.text_offsets import offset_at, offset_at_point
+from dice_lsp.text_offsets import line_starts, offset_at, offset_at_point
 from profiler.cuda_source import Kernel, find_kernel
 
 
@@ -41,14 +41,15 @@ def language_of(path: str) -> str:
     raise TargetError(f"{Path(path).name}: DICE works on .cu, .cuh and KernelBench .py files")
 
 
-def _kernel_span(text: str, kernel: Kernel) -> tuple[int, int]:
-    return offset_at_point(text, kernel.start), offset_at_point(text, kernel.end)
+def _kernel_span(text: str, kernel: Kernel, starts: list[int] | None = None) -> tuple[int, int]:
+    return offset_at_point(text, kernel.start, starts), offset_at_point(text, kernel.end, starts)
 
 
 def kernel_at(text: str, offset: int) -> Kernel | None:
     """The `__global__` function whose text holds the offset (its end included)."""
+    starts = line_starts(text)
     for kernel in profiler.find_kernels(text):
-        start, end = _kernel_span(text, kernel)
+        start, end = _kernel_span(text, kernel, starts)
         if start <= offset <= end:
             return kernel
     return None
@@ -95,21 +96,6 @@ def model_new_target(text: str) -> Target:
         None,
         "kernelbench",
     )
-
-
-def model_class_at(text: str, offset: int) -> str | None:
-    """`Model` or `ModelNew` if the offset is inside that class of a KernelBench file."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew"):
-            start = offset_at_point(text, (node.lineno - 1, 0))
-            end = offset_at_point(text, (node.end_lineno - 1, node.end_col_offset))
-            if start <= offset <= end:
-                return node.name
-    return None
 
 
 def optimize_target(text: str, path: str, *, offset: int | None = None, kernel: str | None = None) -> Target:

@@ -17,12 +17,13 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
-def offset_at(text: str, line: int, column: int) -> int:
+def offset_at(text: str, line: int, column: int, starts: list[int] | None = None) -> int:
     """Offset of 0-based (line, column); raises ValueError outside the text.
 
     A column past the end of its line is clamped to the line end, as LSP positions are.
+    Pass the text's line_starts when asking many times: computing them is linear in the text.
     """
-    starts = line_starts(text)
+    starts = line_starts(text) if starts is None else starts
     if line < 0 or column < 0 or line >= len(starts):
         raise ValueError(f"position {line + 1}:{column + 1} is outside the file ({len(starts)} lines)")
     line_end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
@@ -36,10 +37,13 @@ def position_at(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1)
 
 
-def offset_at_point(text: str, point: tuple[int, int]) -> int:
+def offset_at_point(text: str, point: tuple[int, int], starts: list[int] | None = None) -> int:
     """Offset of a tree-sitter point: 0-based line and a column counted in UTF-8 bytes."""
     line, byte_column = point
-    start = offset_at(text, line, 0)
+    start = offset_at(text, line, 0, starts)
+    line_text = text[start : start + byte_column]  # a character is at least one byte
+    if line_text.isascii():
+        return start + min(byte_column, len(line_text.split("\n", 1)[0]))
     end = text.find("\n", start)
     line_text = text[start : end if end != -1 else len(text)]
     return start + len(line_text.encode()[:byte_column].decode(errors="ignore"))

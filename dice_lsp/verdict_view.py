@@ -13,7 +13,6 @@ from profiler.results import Verdict
 _SEVERITY = {
     "faster": types.DiagnosticSeverity.Information,
     "not_faster": types.DiagnosticSeverity.Hint,
-    "correct_untimed": types.DiagnosticSeverity.Hint,
     "no_gpu": types.DiagnosticSeverity.Hint,
     "no_spec": types.DiagnosticSeverity.Warning,
     "wrong": types.DiagnosticSeverity.Error,

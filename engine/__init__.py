@@ -13,7 +13,7 @@ from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineIn
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
-__all__ = ["load", "resolve_builtin", "Cancelled", "Candidate", "EngineError", "EngineGone", "EngineInfo", "Progress", "Sampling"]
+__all__ = ["load", "load_failure", "resolve_builtin", "Cancelled", "Candidate", "EngineError", "EngineGone", "EngineInfo", "Progress", "Sampling"]
 
 
 def resolve_builtin() -> Path:
@@ -25,6 +25,12 @@ def resolve_builtin() -> Path:
             "--model ~/models/DICE-1.7B, or at a running engine: --model dice://HOST:PORT"
         )
     return BUILTIN_DIR
+
+
+def load_failure(spec: str, exc: Exception) -> str:
+    """What to tell the user when engine.load(spec) raised exc: an EngineError says it all;
+    anything else is a bug or a library's surprise, named with its type."""
+    return str(exc) if isinstance(exc, EngineError) else f"could not load {spec}: {type(exc).__name__}: {exc}"
 
 
 def load(spec: str = "builtin", device=None, dtype=None):

@@ -9,15 +9,24 @@ import asyncio
 import collections
 import itertools
 import os
+import socket
 import sys
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from engine.frames import encode_frame, read_frame_async
-from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress
+from engine.base import CancelFn, EngineBase, ProgressFn
+from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Request, request_to_wire
 
 STDERR_LINES = 40
 CANCEL_POLL_S = 0.05
+# A remote engine has its model loaded already: it accepts and says ready at once. A listener
+# that does neither (a wrong port, a stopped process, a firewall eating packets) is an error
+# after these, not a hang. During a job, TCP keepalive notices a peer that is gone.
+CONNECT_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 30.0
+SEND_TIMEOUT_S = 60.0  # a request frame must leave within this (the server reads as it goes)
+KEEPALIVE = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 3}
 
 
 def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
@@ -30,7 +39,18 @@ def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
     return url.hostname, url.port, token
 
 
-class AsyncEngine:
+def keep_alive(sock) -> None:
+    """Probe an idle connection, so that a remote engine whose host vanished ends the job
+    with an error within about a minute instead of never."""
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in KEEPALIVE.items():
+        if hasattr(socket, name):  # Linux names; other systems keep their defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+class AsyncEngine(EngineBase):
     """See docs/architecture.md. Cancelling the awaiting task cancels the job between steps."""
 
     def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None):
@@ -57,9 +77,14 @@ class AsyncEngine:
                 return self.info
             await self._shutdown()
             reader = await self._open()
+            remote = self._process is None
             try:
-                first = await read_frame_async(reader)
-            except EngineError as exc:
+                first = await asyncio.wait_for(read_frame_async(reader), READY_TIMEOUT_S if remote else None)
+            except asyncio.TimeoutError:
+                await self._shutdown()
+                raise EngineError(f"the engine at {self.spec} accepted the connection but did not answer within "
+                                  f"{READY_TIMEOUT_S:.0f} s: is a `dice engine serve` listening there?") from None
+            except (EngineError, OSError) as exc:
                 await self._shutdown()
                 raise EngineError(f"engine at {self.spec}: {exc}") from exc
             if first is None or first.get("type") != "ready":
@@ -74,9 +99,13 @@ class AsyncEngine:
         if self.spec.startswith("dice://"):
             host, port, token = parse_dice_url(self.spec)
             try:
-                reader, self._writer = await asyncio.open_connection(host, port)
+                reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise EngineError(f"cannot reach the engine at {host}:{port}: no connection within "
+                                  f"{CONNECT_TIMEOUT_S:.0f} s") from None
             except OSError as exc:
                 raise EngineError(f"cannot reach the engine at {host}:{port}: {exc}") from exc
+            keep_alive(self._writer.get_extra_info("socket"))
             self._send({"op": "hello", "token": token})
             return reader
         command = [sys.executable, "-m", "engine.worker", "--model", self.spec]
@@ -159,7 +188,7 @@ class AsyncEngine:
 
     # --- jobs ---------------------------------------------------------------------------------
 
-    async def _next_message(self, queue: asyncio.Queue, job_id: int, should_cancel: Callable[[], bool] | None):
+    async def _next_message(self, queue: asyncio.Queue, job_id: int, should_cancel: CancelFn):
         """The job's next message; with should_cancel, polled while waiting, as Engine does."""
         while should_cancel is not None and job_id not in self._cancel_sent:
             if should_cancel():
@@ -172,15 +201,18 @@ class AsyncEngine:
                 pass
         return await queue.get()
 
-    async def _call(self, method: str, args: dict[str, Any], on_progress: Callable[[Progress], None] | None,
-                    should_cancel: Callable[[], bool] | None) -> list[Candidate]:
+    async def run(self, request: Request, on_progress: ProgressFn = None,
+                  should_cancel: CancelFn = None) -> list[Candidate]:
         await self.start()
         job_id = next(self._ids)
         queue: asyncio.Queue = asyncio.Queue()
         self._jobs[job_id] = queue
         try:
-            self._send({"op": "run", "id": job_id, "method": method, "args": args})
-            await self._writer.drain()
+            self._send({"op": "run", "id": job_id, "method": request.method, "args": request_to_wire(request)})
+            try:
+                await asyncio.wait_for(self._writer.drain(), SEND_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise EngineGone(f"the engine at {self.spec} took no data for {SEND_TIMEOUT_S:.0f} s") from None
             while True:
                 message = await self._next_message(queue, job_id, should_cancel)
                 kind = message.get("type")
@@ -201,18 +233,3 @@ class AsyncEngine:
         finally:
             del self._jobs[job_id]
             self._cancel_sent.discard(job_id)
-
-    async def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-                     on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        args = dict(prefix=prefix, suffix=suffix, n=n, max_tokens=max_tokens, reference=reference, sampling=sampling)
-        return await self._call("infill", args, on_progress, should_cancel)
-
-    async def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
-                       **sampling) -> list[Candidate]:
-        args = dict(prompt=prompt, n=n, max_tokens=max_tokens, sampling=sampling)
-        return await self._call("generate", args, on_progress, should_cancel)
-
-    async def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
-                       on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        args = dict(code=code, language=language, n=n, max_tokens=max_tokens, sampling=sampling)
-        return await self._call("optimize", args, on_progress, should_cancel)

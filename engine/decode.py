@@ -12,33 +12,37 @@ generated block starts inside the prompt's last partial block, whose prompt toke
 and whose remaining positions are masks. No padding token is invented, positions stay
 0..T-1 as in training, and the model sees exactly the layout it was trained on.
 
-Interchangeable forward paths give the same tokens (tests/engine/test_decode.py and GPU
-tests check it): `recompute` (the whole sequence every step, the reference), `cached` (KV
-cache, eager), `graphs` (KV cache with each step's forward captured as a CUDA graph, for the
-GPU, where an eager step is bound by kernel launches, not by the GPU), `compiled` (the same
-with torch.compile'd decoder layers inside the graph, fusing their small kernels) and
-`static` (the graph paths' fixed shapes run eagerly, so that a CPU test can pin them).
+How each step's logits are computed is the forward path's business (engine.fast_paths:
+the reference that recomputes the whole sequence, the KV cache, CUDA graphs, torch.compile);
+they give the same tokens (tests/engine/test_decode.py, and GPU tests for the graph paths).
+
+Two presets share this loop (`Sampling.preset`). `default` is the project's: the mask token is
+never an answer, equal confidences commit leftmost first, a block's quota is spread over its
+masks, and decoding stops at a stop token. `dice` is DICE's `block_diffusion_generate`
+(evaluation/scripts/sdar_utils.py) token for token, as tests/engine/test_dice_fidelity.py
+checks on DICE's own outputs: the mask token may be sampled, commits are chosen by
+`torch.topk`, the quota is spread over the block length, and whole blocks come back with no
+stop at EOS.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
-from engine.model import KVCache, SDARForCausalLM, fuse_projections
+from engine.fast_paths import make_forward
+from engine.model import SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
-
-PATHS = ("recompute", "cached", "static", "graphs", "compiled")
 
 
 @dataclass
 class DecodeResult:
-    tokens: list[list[int]]  # generated tokens per candidate, the stop token excluded
+    # Generated tokens per candidate: up to max_tokens, the stop token excluded; under the dice
+    # preset the whole blocks after the prompt, as DICE returns them.
+    tokens: list[list[int]]
     finish_reasons: list[str]  # "eos" | "length"
     steps: int  # forward passes spent on denoising
     seconds: float
@@ -48,27 +52,31 @@ class DecodeResult:
 # --- one denoising step: sample, then choose what to commit --------------------------------
 
 
-def transfer_schedule(masked: int, steps: int) -> list[int]:
-    """How many tokens to commit at each step so that `masked` are done in `steps` (SDAR's
-    get_num_transfer_tokens): equal shares, the remainder spread over the first steps."""
-    steps = max(1, min(steps, masked))
-    base, extra = divmod(masked, steps)
+def transfer_schedule(count: int, steps: int) -> list[int]:
+    """How many tokens to commit at each of `steps` steps so that `count` are done (SDAR's
+    get_num_transfer_tokens): equal shares, the remainder spread over the first steps. The
+    default preset asks it for min(steps, masked) steps, so that no step commits nothing;
+    DICE's asks it for exactly `steps` shares of the block length."""
+    steps = max(1, steps)
+    base, extra = divmod(count, steps)
     return [base + (1 if i < extra else 0) for i in range(steps)]
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Top-k then nucleus (top-p) filtering: excluded tokens get -inf. With top_k set, the
-    nucleus is found among those k only, which spares a sort over the whole vocabulary."""
+    """Top-k then nucleus (top-p) filtering as SDAR/DICE sample: excluded tokens get -inf.
+    Top-k keeps every token tied with the k-th; top-p drops a token once the tokens ranked
+    before it already exceed top_p (the first always stays)."""
     vocab = logits.shape[-1]
-    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
-        return logits
-    k = top_k if 0 < top_k < vocab else vocab
-    kept, index = torch.topk(logits, k, dim=-1)  # sorted, largest first
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        probs = kept.softmax(-1)
-        # Drop a token when the tokens before it already reach top_p (the first always stays).
-        kept = kept.masked_fill(probs.cumsum(-1) - probs >= top_p, float("-inf"))
-    return torch.full_like(logits, float("-inf")).scatter(-1, index, kept)
+        ordered, index = torch.sort(logits, dim=-1, descending=True)
+        cumulative = ordered.softmax(-1).cumsum(-1)
+        drop = torch.zeros_like(cumulative, dtype=torch.bool)
+        drop[..., 1:] = cumulative[..., :-1] > top_p
+        logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+    return logits
 
 
 def sample_tokens(
@@ -86,13 +94,16 @@ def sample_tokens(
     return tokens, probs.gather(-1, tokens[..., None])[..., 0]
 
 
-def choose_commits(
-    sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, k: torch.Tensor
-) -> torch.Tensor:
-    """Which masked positions to commit this step, bool [n, bs]; k [n] is each row's quota.
+def choose_commits(sampling: Sampling, masked: torch.Tensor, confidence: torch.Tensor, quota: int) -> torch.Tensor:
+    """Which masked positions to commit this step, bool [n, bs]: k = `quota` of them (or all
+    a row has left, if fewer) by the strategy's rule.
 
     sequential: the k leftmost; low_confidence_static: the k most confident;
-    low_confidence_dynamic: every one above the threshold, and at least the k most confident.
+    low_confidence_dynamic: every one above the threshold, and at least the k most confident
+    (DICE's rule: all above the threshold when they are at least k, else the k most
+    confident; the union is the same set). Among equal confidences the default preset takes
+    the leftmost; the dice preset breaks ties as DICE does, by torch.topk over the block
+    (with top_k 1 every confidence is 1.0, so this is what decides DICE's order).
     """
     bs = masked.shape[1]
     if sampling.strategy == "sequential":
@@ -100,205 +111,19 @@ def choose_commits(
     else:
         score = confidence
     score = score.masked_fill(~masked, float("-inf"))
-    order = torch.argsort(score, dim=1, descending=True, stable=True)
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
-    commit = masked & (rank < k[:, None])
+    if sampling.preset == "dice" and sampling.strategy != "sequential":
+        # A row with fewer masks than the quota commits them all (DICE's topk would also pick
+        # a filled position and overwrite it with a new sample, which its own settings
+        # never reach).
+        top = torch.topk(score, min(quota, bs), dim=1).indices
+        commit = torch.zeros_like(masked).scatter_(1, top, True) & masked
+    else:
+        order = torch.argsort(score, dim=1, descending=True, stable=True)
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(bs, device=masked.device).expand_as(order))
+        commit = masked & (rank < quota)
     if sampling.strategy == "low_confidence_dynamic":
         commit |= masked & (confidence > sampling.threshold)
     return commit
-
-
-# --- forward paths -------------------------------------------------------------------------
-
-
-class ForwardPath(Protocol):
-    def prefill(self, prompt: torch.Tensor) -> None: ...
-
-    def block_logits(self, x: torch.Tensor, start: int, end: int, commit_previous: bool) -> torch.Tensor:
-        """Logits [n, end - start, V] of the block x[:, start:end]."""
-        ...
-
-
-class RecomputeForward:
-    """The reference: the whole sequence through the model at every step, no cache."""
-
-    def __init__(self, model: SDARForCausalLM, block_size: int):
-        self.model = model
-        self.block_size = block_size
-
-    def prefill(self, prompt: torch.Tensor) -> None:
-        pass
-
-    def block_logits(self, x, start, end, commit_previous):
-        return self.model(x[:, :end], block_size=self.block_size, logits_to_keep=end - start)
-
-
-class CachedForward:
-    """Prompt blocks once into a static KV cache; each step runs over the current block (and,
-    on a block's first step, the block just finished, to write its final keys)."""
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
-        self.model = model
-        self.cache = cache
-        self.block_size = block_size
-
-    def prefill(self, prompt: torch.Tensor) -> None:
-        length = prompt.shape[1]
-        if length == 0:
-            return
-        positions = torch.arange(length, device=prompt.device)
-        self.model(
-            prompt,
-            cache=self.cache.first_row(),
-            cache_position=positions,
-            key_len=length,
-            block_size=self.block_size,
-            logits_to_keep=1,
-        )
-        self.cache.copy_first_row(length)
-
-    def block_logits(self, x, start, end, commit_previous):
-        first = start - self.block_size if commit_previous else start
-        return self.model(
-            x[:, first:end],
-            cache=self.cache,
-            cache_position=torch.arange(first, end, device=x.device),
-            key_len=end,
-            block_size=self.block_size,
-            logits_to_keep=end - start,
-        )
-
-
-@dataclass
-class _CapturedStep:
-    graph: torch.cuda.CUDAGraph
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    logits: torch.Tensor
-
-
-class StaticForward(CachedForward):
-    """The shapes of the CUDA-graph paths, run eagerly (and on any device, so that a CPU test
-    pins them): every step runs over two blocks (the previous one and the current; rewriting
-    the previous block's keys with the same tokens changes nothing), so one window shape
-    serves all steps, and attention runs over the cache up to a key length bucket (the
-    block-causal mask hides the stale positions past the block), or over the whole cache
-    when the layers are compiled, as each new shape would mean a new compilation.
-    """
-
-    KEY_BUCKET = 256
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False):
-        super().__init__(model, cache, block_size)
-        fuse_projections(model)
-        self.compiled = compiled
-        self.layer_runner = compiled_layer_forward() if compiled else None
-
-    def shapes(self, start: int, end: int) -> tuple[int, int]:
-        """(first position of the window, key length) for the block [start, end)."""
-        first = max(0, start - self.block_size)
-        if self.compiled:
-            return first, self.cache.max_len
-        return first, min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
-
-    def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> torch.Tensor:
-        return self.model(
-            ids, cache=self.cache, cache_position=positions, key_len=key_len,
-            block_size=self.block_size, logits_to_keep=keep, layer_runner=self.layer_runner,
-        )
-
-    def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, end - start)
-
-
-class GraphForward(StaticForward):
-    """StaticForward with each step replayed from a CUDA graph (one per window and key
-    length), optionally with torch.compile'd layers inside (`compiled`). An eager step runs
-    ~60 small kernels per layer, and on a GPU their launches, not the weight reads, set the
-    pace: the graph removes the CPU launch cost, compilation fuses the small kernels."""
-
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool):
-        super().__init__(model, cache, block_size, compiled)
-        self.pool = torch.cuda.graph_pool_handle()
-        self.steps: dict[tuple[int, int], _CapturedStep] = {}
-
-    def _capture(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> _CapturedStep:
-        # Warm-up (and compilation) on a side stream, as torch.cuda.graphs asks. It writes the
-        # same keys and values the real step will, so it leaves the cache as it should be.
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self.run(ids, positions, key_len, keep)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self.run(ids, positions, key_len, keep)
-        return _CapturedStep(graph, ids, positions, logits)
-
-    def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        key = (end - first, key_len)
-        step = self.steps.get(key)
-        if step is None:
-            ids = x[:, first:end].clone()
-            positions = torch.arange(first, end, device=x.device)
-            step = self.steps[key] = self._capture(ids, positions, key_len, end - start)
-        else:
-            step.input_ids.copy_(x[:, first:end])
-            step.positions.copy_(torch.arange(first, end, device=x.device))
-        step.graph.replay()
-        return step.logits.clone()
-
-
-@functools.cache
-def compiled_layer_forward() -> Callable[..., torch.Tensor]:
-    """DecoderLayer.forward through torch.compile: the layers share one compiled graph, their
-    weights being its inputs. Static shapes: each is captured in a CUDA graph anyway."""
-    from engine.model import DecoderLayer
-
-    return torch.compile(DecoderLayer.forward, fullgraph=True, dynamic=False)
-
-
-# Captured graphs and their cache outlive one request: capture costs more than a request's
-# worth of steps. One per model, rebuilt when the batch, block size or path changes, or when
-# the cache is too short.
-_graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, GraphForward]" = weakref.WeakKeyDictionary()
-GRAPH_CACHE_ROUND = 256
-
-
-def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool) -> GraphForward:
-    current = _graph_paths.get(model)
-    if (
-        current is not None
-        and current.cache.batch == n
-        and current.block_size == block_size
-        and current.compiled == compiled
-        and current.cache.max_len >= length
-    ):
-        return current
-    _graph_paths.pop(model, None)
-    max_len = -(-length // GRAPH_CACHE_ROUND) * GRAPH_CACHE_ROUND
-    weight = model.lm_head.weight
-    cache = KVCache.allocate(model.config, n, max_len, weight.device, weight.dtype)
-    path = _graph_paths[model] = GraphForward(model, cache, block_size, compiled)
-    return path
-
-
-def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
-    if path not in PATHS:
-        raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
-    if path == "recompute":
-        return RecomputeForward(model, block_size)
-    weight = model.lm_head.weight
-    if path in ("cached", "static"):
-        cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
-        kind = CachedForward if path == "cached" else StaticForward
-        return kind(model, cache, block_size)
-    if weight.device.type != "cuda":
-        raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    return graph_path(model, n, length, block_size, compiled=path == "compiled")
 
 
 # --- the decoding loop ---------------------------------------------------------------------
@@ -351,31 +176,44 @@ def decode(
     if on_progress is not None:
         on_progress(Progress("prefill", 0, blocks, 0, 0))
 
+    dice = sampling.preset == "dice"
     stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
     steps = 0
     for block in range(first_block, total_blocks):
         start, end = block * bs, (block + 1) * bs
-        masked_count = int((x[0, start:end] == mask_id).sum())
-        schedule = transfer_schedule(masked_count, sampling.steps)
+        if dice:  # DICE's quota comes from the block length, whatever the prompt filled
+            schedule = transfer_schedule(bs, sampling.steps)
+        else:
+            masked_count = int((x[0, start:end] == mask_id).sum())
+            schedule = transfer_schedule(masked_count, min(sampling.steps, masked_count))
         step = 0
         while True:
             masked = x[:, start:end] == mask_id
             if not masked.any():
                 break
+            if dice and step == len(schedule):
+                where = start + int(masked.nonzero()[0, 1])
+                raise EngineError(
+                    f"the model predicted the mask token itself (id {mask_id}) at position {where}, "
+                    f"so block {block - first_block + 1} is still masked after {sampling.steps} steps; DICE's decoder "
+                    "cannot finish it either (its block_diffusion_generate raises IndexError here). Decode with the "
+                    "default preset, which never commits the mask token."
+                )
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
             logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
-            logits[..., mask_id] = float("-inf")  # the mask is never an answer
+            if not dice:
+                logits[..., mask_id] = float("-inf")  # the mask is never an answer
             tokens, confidence = sample_tokens(logits, sampling, generator)
-            quota = schedule[min(step, len(schedule) - 1)]
-            k = torch.minimum(masked.sum(1), torch.tensor(quota, device=device))
-            commit = choose_commits(sampling, masked, confidence, k)
+            commit = choose_commits(sampling, masked, confidence, schedule[min(step, len(schedule) - 1)])
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
             step += 1
             steps += 1
             if on_progress is not None:
                 generated = x[:, prompt_len : min(end, prompt_len + max_tokens)] != mask_id
                 on_progress(Progress("decode", block - first_block + 1, blocks, step, int(generated.sum(1).max())))
+        if dice:
+            continue  # DICE's evaluation never stops early: tokens after an EOS are kept
         new = x[:, max(start, prompt_len) : end]
         hits = torch.isin(new, stop)
         for row in range(n):
@@ -384,9 +222,11 @@ def decode(
         if all(s is not None for s in stop_at):
             break
 
-    generated = x[:, prompt_len : prompt_len + max_tokens].tolist()
-    tokens = [row[:s] if s is not None and s < max_tokens else row for row, s in zip(generated, stop_at)]
-    reasons = ["eos" if s is not None and s < max_tokens else "length" for s in stop_at]
+    # The dice preset returns whole blocks, as DICE does; the default stops at max_tokens.
+    kept = total - prompt_len if dice else max_tokens
+    generated = x[:, prompt_len : prompt_len + kept].tolist()
+    tokens = [row[:s] if s is not None and s < kept else row for row, s in zip(generated, stop_at)]
+    reasons = ["eos" if s is not None and s < kept else "length" for s in stop_at]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)

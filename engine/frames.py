@@ -44,10 +44,11 @@ def decode_payload(payload: bytes) -> dict[str, Any]:
     return message
 
 
-def _length(header: bytes) -> int:
+def frame_length(header: bytes, limit: int = MAX_FRAME) -> int:
+    """The payload length a frame header announces, refused above `limit` before any of it is read."""
     (length,) = HEADER.unpack(header)
-    if length > MAX_FRAME:
-        raise FrameError(f"malformed message: frame of {length} bytes (limit {MAX_FRAME})")
+    if length > limit:
+        raise FrameError(f"malformed message: frame of {length} bytes (limit {limit})")
     return length
 
 
@@ -58,7 +59,7 @@ def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
         return None
     if len(header) < HEADER.size:
         raise FrameError("malformed message: stream ended inside a frame header")
-    length = _length(header)
+    length = frame_length(header)
     payload = stream.read(length)
     if len(payload) < length:
         raise FrameError("malformed message: stream ended inside a frame")
@@ -73,7 +74,7 @@ async def read_frame_async(reader: asyncio.StreamReader) -> dict[str, Any] | Non
             return None
         raise FrameError("malformed message: stream ended inside a frame header") from exc
     try:
-        payload = await reader.readexactly(_length(header))
+        payload = await reader.readexactly(frame_length(header))
     except asyncio.IncompleteReadError as exc:
         raise FrameError("malformed message: stream ended inside a frame") from exc
     return decode_payload(payload)

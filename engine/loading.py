@@ -1,5 +1,10 @@
 """Checkpoint folders: config.json + safetensors (single or sharded) + the Qwen2 BPE tokenizer.
 
+Everything that knows a checkpoint's layout is here, so that engine.model holds only the
+math: config.json's keys (and where transformers 5 moved some), the settings the model does
+not implement, and the weights' names (a checkpoint's separate q/k/v and gate/up projections
+stacked into the model's `qkv_proj` and `gate_up_proj`, and split again when saving).
+
 Real SDAR/DICE folders name custom code in `auto_map`; we never run it (no
 trust_remote_code): the config is read as JSON, the weights as tensors, and the tokenizer is
 built by transformers' own Qwen2 tokenizer class from tokenizer.json or from
@@ -9,18 +14,126 @@ vocab.json + merges.txt + added_tokens.json.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from engine.model import SDARConfig, SDARForCausalLM
+from engine.model import ROPE_TYPES, SDARConfig, SDARForCausalLM, rope_type
 from engine.types import EngineError
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# The model's stacked weights and the checkpoint names they are stacked from, in row order.
+STACKED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+           "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+
+
+def config_from_json(source: str | Path | dict[str, Any]) -> SDARConfig:
+    """From a config dict, a config.json path or a checkpoint folder. Unknown keys are kept in
+    `extra` (written back by `config_to_json`) so a round trip loses nothing."""
+    if isinstance(source, dict):
+        data = dict(source)
+    else:
+        path = Path(source)
+        if path.is_dir():
+            path = path / "config.json"
+        data = json.loads(path.read_text())
+    # transformers 5 moved rope_theta, and the scaling that rope_scaling held, into
+    # rope_parameters.
+    rope = data.get("rope_parameters") or {}
+    if "rope_theta" not in data and "rope_theta" in rope:
+        data["rope_theta"] = rope["rope_theta"]
+    scaling = {k: v for k, v in rope.items() if k != "rope_theta"}
+    if data.get("rope_scaling") is None and scaling.get("rope_type", scaling.get("type", "default")) != "default":
+        data["rope_scaling"] = scaling
+    if data.get("head_dim") is None and "hidden_size" in data and "num_attention_heads" in data:
+        data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
+    if data.get("dtype") and not data.get("torch_dtype"):
+        data["torch_dtype"] = data["dtype"]
+    names = {f.name for f in fields(SDARConfig)} - {"extra"}
+    known = {k: v for k, v in data.items() if k in names}
+    extra = {k: v for k, v in data.items() if k not in names and k != "extra"}
+    return SDARConfig(**known, extra=extra)
+
+
+def config_to_json(config: SDARConfig) -> dict[str, Any]:
+    """config.json's contents for `config`, readable by this loader and by Hugging Face."""
+    data = asdict(config)
+    extra = data.pop("extra")
+    data = {**extra, **data}
+    data["model_type"] = "sdar"
+    data["architectures"] = ["SDARForCausalLM"]
+    data.pop("auto_map", None)  # our checkpoints load without remote code
+    if data["torch_dtype"] is None:
+        del data["torch_dtype"]
+    return data
+
+
+def unimplemented_settings(config: SDARConfig) -> list[str]:
+    """Config keys whose value would change the model's math in a way this file does not
+    implement; each one is a reason to refuse the checkpoint rather than compute something
+    else. (Training-only keys, such as dropout or fused losses, change nothing here.)"""
+    extra = config.extra
+    problems = []
+    if rope_type(config) not in ROPE_TYPES:
+        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} (implemented: {', '.join(ROPE_TYPES)})")
+    elif rope_type(config) in ("linear", "dynamic") and not (config.rope_scaling or {}).get("factor"):
+        problems.append(f"rope_scaling.rope_type = {rope_type(config)!r} without a factor")
+    for key in ("partial_rotary_factor",):
+        value = (config.rope_scaling or {}).get(key, extra.get(key, 1.0))
+        if value != 1.0:
+            problems.append(f"{key} = {value!r} (only 1.0: RoPE over the whole head)")
+    if extra.get("hidden_act", "silu") != "silu":
+        problems.append(f"hidden_act = {extra['hidden_act']!r} (only 'silu')")
+    for key in ("attention_bias", "mlp_bias"):
+        if extra.get(key):
+            problems.append(f"{key} = true (the projections have no bias)")
+    if extra.get("use_sliding_window"):
+        problems.append(f"use_sliding_window = true (sliding_window {extra.get('sliding_window')!r}; "
+                        "only full attention)")
+    kinds = set(extra.get("layer_types") or ()) - {"full_attention"}
+    if kinds:
+        problems.append(f"layer_types holds {sorted(kinds)} (only 'full_attention')")
+    return problems
+
+
+def stack_checkpoint_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A checkpoint's state dict with the model's names: each layer's q/k/v and gate/up
+    weights stacked into one (the parts are freed as they are stacked). A layer missing a
+    part keeps its names, so that load_state_dict reports them."""
+    state = dict(state)
+    for stacked, parts in STACKED.items():
+        for name in [n for n in state if n.endswith(f".{parts[0]}.weight")]:
+            layer = name.removesuffix(f".{parts[0]}.weight")
+            part_names = [f"{layer}.{part}.weight" for part in parts]
+            if all(part in state for part in part_names):
+                state[f"{layer}.{stacked}.weight"] = torch.cat([state.pop(part) for part in part_names])
+    return state
+
+
+def checkpoint_weights(model: SDARForCausalLM) -> dict[str, torch.Tensor]:
+    """The model's state dict with a checkpoint's names (Hugging Face's Qwen3): each stacked
+    weight split into its parts."""
+    config = model.config
+    rows = {"self_attn.qkv_proj": [config.num_attention_heads * config.head_dim,
+                                   config.num_key_value_heads * config.head_dim,
+                                   config.num_key_value_heads * config.head_dim],
+            "mlp.gate_up_proj": [config.intermediate_size] * 2}
+    state = {}
+    for name, tensor in model.state_dict().items():
+        stacked = next((s for s in STACKED if name.endswith(f".{s}.weight")), None)
+        if stacked is None:
+            state[name] = tensor
+            continue
+        layer = name.removesuffix(f".{stacked}.weight")
+        for part, piece in zip(STACKED[stacked], tensor.split(rows[stacked])):
+            state[f"{layer}.{part}.weight"] = piece.clone()  # its own storage, as safetensors wants
+    return state
 
 
 def default_device() -> torch.device:
@@ -45,12 +158,16 @@ def load_config(folder: Path) -> SDARConfig:
     if not path.is_file():
         raise EngineError(f"{folder} is not a checkpoint folder: config.json is missing")
     try:
-        config = SDARConfig.from_json(path)
+        config = config_from_json(path)
     except (ValueError, TypeError) as exc:
         raise EngineError(f"{path}: not a valid SDAR config ({exc})") from exc
     model_type = config.extra.get("model_type", "sdar")
     if model_type not in ("sdar", "qwen3"):
         raise EngineError(f"{path}: model_type {model_type!r} is not an SDAR/DICE checkpoint")
+    unimplemented = unimplemented_settings(config)
+    if unimplemented:
+        raise EngineError(f"{path}: this engine does not implement {'; '.join(unimplemented)}, so it would "
+                          "compute another model than the checkpoint's")
     # Chat checkpoints stop on <|im_end|> too, which only generation_config.json lists.
     gen_path = folder / "generation_config.json"
     if gen_path.is_file():
@@ -68,11 +185,15 @@ def load_tokenizer(folder: Path, config: SDARConfig):
     from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
 
     if (folder / "tokenizer.json").is_file():
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
+        tokenizer_class = PreTrainedTokenizerFast
     elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-        tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
+        tokenizer_class = Qwen2TokenizerFast
     else:
         raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
+    try:
+        tokenizer = tokenizer_class.from_pretrained(str(folder))
+    except Exception as exc:  # transformers and tokenizers raise many kinds on a broken file
+        raise EngineError(f"{folder}: the tokenizer files cannot be read ({type(exc).__name__}: {exc})") from exc
     if tokenizer.mask_token_id != config.mask_token_id:
         mask = tokenizer.convert_ids_to_tokens(config.mask_token_id)
         if mask is None:
@@ -99,10 +220,22 @@ def load_state_dict(folder: Path, device: torch.device, dtype: torch.dtype) -> d
     for path in weight_files(folder):
         if not path.is_file():
             raise EngineError(f"{folder}: weight shard {path.name} listed in {INDEX_NAME} is missing")
-        with safe_open(str(path), framework="pt", device=str(device)) as f:
-            for name in f.keys():
-                state[name] = f.get_tensor(name).to(dtype)
+        try:
+            with safe_open(str(path), framework="pt", device=str(device)) as f:
+                for name in f.keys():
+                    state[name] = f.get_tensor(name).to(dtype)
+        except (SafetensorError, OSError) as exc:  # a truncated or corrupt download
+            raise EngineError(f"{path}: not a readable safetensors file ({exc})") from exc
     return state
+
+
+def check_vocabulary(folder: Path, tokenizer, config: SDARConfig) -> None:
+    """A token id past the embedding table would fail every job (IndexError); refuse it here."""
+    if len(tokenizer) > config.vocab_size:
+        raise EngineError(
+            f"{folder}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+            f"{config.vocab_size}: the tokenizer does not belong to these weights"
+        )
 
 
 def load_checkpoint(
@@ -116,11 +249,13 @@ def load_checkpoint(
     config = load_config(folder)
     dtype = resolve_dtype(dtype, config, device)
     tokenizer = load_tokenizer(folder, config)
+    check_vocabulary(folder, tokenizer, config)
     state = load_state_dict(folder, device, dtype)
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     for name in [n for n in state if n.endswith("rotary_emb.inv_freq")]:
         del state[name]  # some exports keep RoPE's table; we compute it from rope_theta
+    state = stack_checkpoint_weights(state)
     # Build on the meta device, then adopt the loaded tensors: no time spent on random init.
     with torch.device("meta"):
         model = SDARForCausalLM(config)
@@ -144,11 +279,11 @@ def save_checkpoint(model: SDARForCausalLM, tokenizer, folder: str | Path, max_s
     for stale in [*folder.glob("*.safetensors"), folder / INDEX_NAME]:
         stale.unlink(missing_ok=True)  # an old index would otherwise win over new weights
     config = model.config
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    state = {k: v.detach().contiguous().cpu() for k, v in checkpoint_weights(model).items()}
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)  # safetensors refuses shared storage; HF omits it too
     dtype_name = {v: k for k, v in DTYPES.items()}.get(next(iter(state.values())).dtype)
-    config_dict = config.to_dict()
+    config_dict = config_to_json(config)
     if dtype_name:
         config_dict["torch_dtype"] = dtype_name
     (folder / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from engine import prompts
-from engine.scope import fits_span, scope_of, unknown_names
+from engine.base import CancelFn, EngineBase, ProgressFn, request_task
+from engine.context import fit_infill, prompt_budget
 from engine.decode import decode
+from engine.fast_paths import FAST_PATHS
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.types import Candidate, EngineError, EngineInfo, Progress, Sampling
+from engine.scope import fits_span, scope_of, unknown_names
+from engine.types import Candidate, EngineInfo, InfillRequest, Request
 
-ProgressFn = Callable[[Progress], None] | None
-CancelFn = Callable[[], bool] | None
-FAST_PATHS = ("graphs", "compiled")
 SMALL_HIDDEN = 1024
 # A sampled FIM fill draws this many times the candidates asked for and keeps the best
 # ranked (engine.scope): a small model often invents a name, and a candidate that cannot
@@ -26,7 +25,7 @@ SMALL_HIDDEN = 1024
 FIM_OVERSAMPLE = 2
 
 
-class LocalEngine:
+class LocalEngine(EngineBase):
     """`Engine` of docs/architecture.md for a checkpoint folder loaded in this process."""
 
     def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str):
@@ -53,13 +52,21 @@ class LocalEngine:
         dtype = str(weight.dtype).removeprefix("torch.")
         return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype)
 
-    def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
-            on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
-        """Decode n answers to the task's prompt, as one batch."""
-        settings = Sampling.from_kwargs(sampling)
+    def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
+        """The request's n answers; a sampled FIM fill draws more and keeps the best ranked."""
+        if isinstance(request, InfillRequest):
+            request = self.fit_to_context(request)
+            if self.config.prompt_format == "fim" and request.sampling.temperature != 0:
+                drawn = self.decode_batch(replace(request, n=request.n * FIM_OVERSAMPLE), on_progress, should_cancel)
+                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
+        return self.decode_batch(request, on_progress, should_cancel)
+
+    def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
+        """Decode the request's n answers as one batch."""
+        task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
-        args = dict(n=n, max_tokens=max_tokens, sampling=settings, stop_ids=self.config.eos_token_ids,
-                    on_progress=on_progress, should_cancel=should_cancel)
+        args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
+                    stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel)
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
         except RuntimeError as exc:
@@ -73,32 +80,26 @@ class LocalEngine:
         candidates = []
         for tokens, reason in zip(result.tokens, result.finish_reasons):
             raw = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            candidates.append(Candidate(task.to_text(raw), len(tokens), result.steps, result.seconds, reason, raw))
+            text, extraction = task.to_text(raw)
+            candidates.append(Candidate(text, len(tokens), result.steps, result.seconds, reason, raw, extraction))
         return candidates
 
-    def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress: ProgressFn = None,
-                 should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """Continue `prompt` as it is (no template): each .text is the continuation."""
-        return self.run(prompts.generate_task(prompt), n, max_tokens, sampling, on_progress, should_cancel)
+    def fit_to_context(self, request: InfillRequest) -> InfillRequest:
+        """The request with prefix and suffix cut to the lines nearest the span when the whole
+        file does not fit the model's context (engine.context)."""
+        def prompt_tokens(prefix: str, suffix: str) -> int:
+            task = request_task(replace(request, prefix=prefix, suffix=suffix), self.config.prompt_format,
+                                self.tokenizer.chat_template)
+            return len(self.tokenizer.encode(task.prompt, add_special_tokens=False))
 
-    def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-               on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """Each .text replaces the span between prefix and suffix."""
-        task = prompts.infill_task(prefix, suffix, reference, self.config.prompt_format, self.tokenizer.chat_template)
-        if self.config.prompt_format != "fim" or Sampling.from_kwargs(sampling).temperature == 0:
-            return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
-        drawn = self.run(task, n * FIM_OVERSAMPLE, max_tokens, sampling, on_progress, should_cancel)
-        return rank_in_scope(drawn, prefix, suffix)[:n]
+        def line_tokens(lines: list[str]) -> list[int]:
+            return [len(ids) for ids in self.tokenizer(lines, add_special_tokens=False)["input_ids"]] if lines else []
 
-    def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
-                 on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling) -> list[Candidate]:
-        """language="cuda": `code` is one __global__ function, each .text a whole replacement;
-        language="kernelbench": `code` is a KernelBench file, each .text Python defining ModelNew."""
-        try:
-            task = prompts.optimize_task(code, language, self.config.prompt_format, self.tokenizer.chat_template)
-        except ValueError as exc:
-            raise EngineError(f"optimize: {exc}") from exc
-        return self.run(task, n, max_tokens, sampling, on_progress, should_cancel)
+        block_size = request.sampling.block_size or self.config.block_size
+        budget = prompt_budget(self.config.max_position_embeddings, block_size, request.max_tokens)
+        prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
+                                    line_tokens=line_tokens)
+        return replace(request, prefix=prefix, suffix=suffix)
 
 
 def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:

@@ -2,8 +2,10 @@
 
 SDAR (and DICE, fine-tuned from it) is Qwen3 (q/k RMSNorm, SwiGLU, RoPE, grouped-query
 attention) whose attention is bidirectional inside a block of `block_size` tokens and causal
-across blocks. Module and parameter names copy Hugging Face's Qwen3 exactly, so that a real
-checkpoint's state dict loads as it is (`model.layers.N.self_attn.q_proj.weight`, ...).
+across blocks. Module names copy Hugging Face's Qwen3, except that each layer's q/k/v
+projections are one matrix (`qkv_proj`) and so are gate/up (`gate_up_proj`): a decoding step
+then runs 4 larger matmuls per layer instead of 7. engine.loading maps a checkpoint's names
+(`model.layers.N.self_attn.q_proj.weight`, ...) to these and back, and reads config.json.
 
 Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, attention (with an optional
 static KV cache), MLP, decoder layer, the model.
@@ -11,10 +13,9 @@ static KV cache), MLP, decoder layer, the model.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, Callable
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,9 @@ class SDARConfig:
     head_dim: int = 128
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
+    # Qwen3's RoPE scaling: None, or {"rope_type": "linear" | "dynamic" | "yarn", "factor": ...}
+    # (rope_frequencies); other types are refused at load (engine.loading.unimplemented_settings).
+    rope_scaling: dict[str, Any] | None = None
     max_position_embeddings: int = 32768
     tie_word_embeddings: bool = False
     block_size: int = 4
@@ -45,42 +49,8 @@ class SDARConfig:
     # fill-in-the-middle format (engine.prompts.fim_prompt).
     prompt_format: str = "chat"
     torch_dtype: str | None = None
+    # config.json's other keys, kept so that a checkpoint written back loses nothing.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_json(cls, source: str | Path | dict[str, Any]) -> "SDARConfig":
-        """From a config dict, a config.json path or a checkpoint folder. Unknown keys are
-        kept in `extra` (written back by `to_dict`) so a round trip loses nothing."""
-        if isinstance(source, dict):
-            data = dict(source)
-        else:
-            path = Path(source)
-            if path.is_dir():
-                path = path / "config.json"
-            data = json.loads(path.read_text())
-        # transformers 5 moved rope_theta into rope_parameters.
-        rope = data.get("rope_parameters") or {}
-        if "rope_theta" not in data and "rope_theta" in rope:
-            data["rope_theta"] = rope["rope_theta"]
-        if data.get("head_dim") is None and "hidden_size" in data and "num_attention_heads" in data:
-            data["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
-        if data.get("dtype") and not data.get("torch_dtype"):
-            data["torch_dtype"] = data["dtype"]
-        names = {f.name for f in fields(cls)} - {"extra"}
-        known = {k: v for k, v in data.items() if k in names}
-        extra = {k: v for k, v in data.items() if k not in names and k != "extra"}
-        return cls(**known, extra=extra)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        extra = data.pop("extra")
-        data = {**extra, **data}
-        data["model_type"] = "sdar"
-        data["architectures"] = ["SDARForCausalLM"]
-        data.pop("auto_map", None)  # our checkpoints load without remote code
-        if data["torch_dtype"] is None:
-            del data["torch_dtype"]
-        return data
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -105,15 +75,81 @@ def block_causal_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, block_size
     return (k_block[None, None, :] <= q_block[:, :, None])[:, None]
 
 
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+
+
+def rope_type(config: SDARConfig) -> str:
+    scaling = config.rope_scaling or {}
+    return scaling.get("rope_type", scaling.get("type", "default"))
+
+
+def rope_frequencies(config: SDARConfig, position_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """RoPE's inverse frequencies [head_dim / 2] and the factor on cos/sin, as transformers
+    computes them for Qwen3 (modeling_rope_utils' _compute_{default,linear_scaling,
+    dynamic_ntk,yarn}_parameters). `dynamic` depends on the longest position of the call,
+    computed on the device so that a captured CUDA graph stays valid; within
+    max_position_embeddings it equals the default."""
+    dim, base, kind = config.head_dim, config.rope_theta, rope_type(config)
+    scaling = config.rope_scaling or {}
+    exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=position_ids.device).float() / dim
+    if kind == "dynamic":
+        factor, longest = scaling["factor"], config.max_position_embeddings
+        seq_len = torch.clamp(position_ids.max() + 1, min=longest).float()
+        grown = base * ((factor * seq_len / longest) - (factor - 1)) ** (dim / (dim - 2))
+        return 1.0 / (grown**exponent), 1.0
+    inv_freq = 1.0 / (base**exponent)
+    if kind == "linear":
+        return inv_freq / scaling["factor"], 1.0
+    if kind == "yarn":
+        return yarn_frequencies(config, inv_freq)
+    return inv_freq, 1.0
+
+
+def yarn_frequencies(config: SDARConfig, inv_freq: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """YaRN: high frequencies kept, low ones interpolated by `factor`, a linear ramp between
+    (over the dimensions whose wavelengths are beta_fast..beta_slow turns of the original
+    context), and cos/sin scaled by 0.1 ln(factor) + 1."""
+    scaling, dim, base = config.rope_scaling or {}, config.head_dim, config.rope_theta
+    # As transformers: a top-level original_max_position_embeddings wins over rope_scaling's.
+    original = (config.extra.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
+                or config.max_position_embeddings)
+    factor = scaling.get("factor") or config.max_position_embeddings / original
+
+    def mscale(scale: float, weight: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+            attention = mscale(factor, scaling["mscale"]) / mscale(factor, scaling["mscale_all_dim"])
+        else:
+            attention = mscale(factor)
+
+    def correction_dim(turns: float) -> float:
+        return (dim * math.log(original / (turns * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(scaling.get("beta_fast") or 32), correction_dim(scaling.get("beta_slow") or 1)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp  # 1: the original frequency, 0: interpolated
+    return (inv_freq / factor) * (1 - keep) + inv_freq * keep, float(attention)
+
+
 def rotary_cos_sin(
-    position_ids: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+    position_ids: torch.Tensor, config: SDARConfig, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE tables for [B, T] positions, as Qwen3 computes them (float32, then cast)."""
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64, device=position_ids.device).float() / head_dim
-    inv_freq = 1.0 / (theta**exponent)
+    inv_freq, attention = rope_frequencies(config, position_ids)
     freqs = position_ids[..., None].float() * inv_freq
     angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos().to(dtype)[:, None], angles.sin().to(dtype)[:, None]
+    cos, sin = angles.cos(), angles.sin()
+    if attention != 1.0:
+        cos, sin = cos * attention, sin * attention
+    return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -193,57 +229,42 @@ class Attention(nn.Module):
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=False)
+        # q, k and v rows stacked in one matrix (engine.loading stacks a checkpoint's three).
+        self.qkv_proj = nn.Linear(config.hidden_size, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor,
-        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache_position: torch.Tensor | None = None,
-        key_len: int | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
-        if hasattr(self, "qkv_weight"):  # fuse_projections: one matmul instead of three
-            q, k, v = F.linear(x, self.qkv_weight).split(
-                [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
-            )
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = self.qkv_proj(x).split(
+            [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
+        )
         q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(k.view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         if kv is not None:
-            # Write this call's keys at their positions, then attend over the cache: the
-            # mask decides which cached positions count.
+            # Write this call's keys at their positions, then attend over the cache's first
+            # mask.shape[-1] positions: the mask decides which of them count.
             keys, values = kv
-            keys[:, :, cache_position] = k
-            values[:, :, cache_position] = v
-            k, v = keys[:, :, :key_len], values[:, :, :key_len]
+            keys[:, :, positions] = k
+            values[:, :, positions] = v
+            k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
         return self.o_proj(grouped_attention(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        # gate and up rows stacked in one matrix (engine.loading stacks a checkpoint's two).
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "gate_up_weight"):  # fuse_projections: one matmul instead of two
-            gate, up = F.linear(x, self.gate_up_weight).chunk(2, dim=-1)
-        else:
-            gate, up = self.gate_proj(x), self.up_proj(x)
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -255,8 +276,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, kv=None, cache_position=None, key_len=None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, cache_position, key_len)
+    def forward(self, x, cos, sin, mask, kv=None, positions=None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -273,17 +294,14 @@ class SDARForCausalLM(nn.Module):
 
     Optional arguments:
     - `position_ids` [T] or [B, T] (default 0..T-1);
-    - `attn_mask` bool [T, S] or [B, 1, T, S] (True = may attend) replacing the block-causal
-      mask, e.g. for training on a [noisy ; clean] layout;
-    - `cache` + `cache_position` [T]: write this call's keys/values at those positions of a
-      `KVCache` and attend over its first `key_len` positions (default: all of it) under the
-      block-causal rule on absolute positions;
-    - `block_size`: decode with another block size than the checkpoint's;
-    - `logits_to_keep`: compute logits for the last N positions only (0 = all); decoding
-      needs the current block's, and the vocabulary projection is a large matmul;
-    - `layer_runner(layer, *args)`: runs each decoder layer instead of `layer(*args)`; the
-      fast decoding path passes a torch.compile'd DecoderLayer.forward (one compiled graph
-      serves every layer, since the layers differ only in their weights).
+    - `attn_mask` bool [T, S] or [B|1, 1, T, S] (True = may attend) replacing the block-causal
+      mask of the checkpoint's block size: training's [noisy ; clean] layout, or decoding with
+      another block size;
+    - `cache`: a KVCache; this call's keys and values are written at `position_ids` (required)
+      and attention runs over the cache's first S positions (S: the mask's last dimension;
+      by default the whole cache under the block-causal rule on absolute positions);
+    - `logits_to_keep`: logits for the last N positions only (0 = all); decoding needs the
+      current block's, and the vocabulary projection is a large matmul.
     """
 
     def __init__(self, config: SDARConfig):
@@ -300,61 +318,23 @@ class SDARForCausalLM(nn.Module):
         position_ids: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
-        cache_position: torch.Tensor | None = None,
-        key_len: int | None = None,
-        block_size: int | None = None,
         logits_to_keep: int = 0,
-        layer_runner: Callable[..., torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        cfg = self.config
         b, t = input_ids.shape
-        device = input_ids.device
         if position_ids is None:
-            position_ids = cache_position if cache_position is not None else torch.arange(t, device=device)
+            if cache is not None:
+                raise ValueError("a KV cache needs position_ids (where this call's tokens go)")
+            position_ids = torch.arange(t, device=input_ids.device)
         if position_ids.dim() == 1:
             position_ids = position_ids[None].expand(b, t)
-        if cache is not None:
-            if cache_position is None:
-                raise ValueError("a KV cache needs cache_position (where this call's tokens go)")
-            key_len = cache.max_len if key_len is None else key_len
-            key_pos = torch.arange(key_len, device=device)
-        else:
-            key_pos = position_ids[0]
         if attn_mask is None:
-            attn_mask = block_causal_mask(position_ids, key_pos, block_size or cfg.block_size)
+            key_pos = torch.arange(cache.max_len, device=input_ids.device) if cache is not None else position_ids[0]
+            attn_mask = block_causal_mask(position_ids, key_pos, self.config.block_size)
         elif attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
         x = self.model.embed_tokens(input_ids)
-        cos, sin = rotary_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta, x.dtype)
-        run = layer_runner or DecoderLayer.__call__
+        cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None
-            x = run(layer, x, cos, sin, attn_mask, kv, cache_position, key_len)
+            x = layer(x, cos, sin, attn_mask, kv, position_ids[0])
         return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))
-
-
-def _fuse_rows(*linears: nn.Linear) -> torch.Tensor:
-    """One tensor holding the linears' weights stacked; each weight becomes a view of it."""
-    fused = torch.cat([linear.weight.detach() for linear in linears])
-    row = 0
-    for linear in linears:
-        rows = linear.weight.shape[0]
-        linear.weight = nn.Parameter(fused[row : row + rows], requires_grad=linear.weight.requires_grad)
-        row += rows
-    return fused
-
-
-def fuse_projections(model: SDARForCausalLM) -> None:
-    """Stack each layer's q/k/v and gate/up weights into one tensor (the parameters become
-    views of it, so names, values and the state dict stay the same), so that a decoding step
-    runs 4 larger matmuls per layer instead of 7: on a GPU, fewer and larger kernels read the
-    weights faster. Idempotent."""
-    with torch.inference_mode(False), torch.no_grad():
-        for layer in model.model.layers:
-            attn, mlp = layer.self_attn, layer.mlp
-            if not hasattr(attn, "qkv_weight"):
-                # Buffers, not plain attributes: torch.compile then treats them as inputs, and
-                # one compiled layer serves all layers.
-                attn.register_buffer("qkv_weight", _fuse_rows(attn.q_proj, attn.k_proj, attn.v_proj), persistent=False)
-            if not hasattr(mlp, "gate_up_weight"):
-                mlp.register_buffer("gate_up_weight", _fuse_rows(mlp.gate_proj, mlp.up_proj), persistent=False)

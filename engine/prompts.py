@@ -5,11 +5,14 @@ Two families:
   middle, then <|endoftext|>;
 - DICE/SDAR chat checkpoints get DICE's task prompts (kernel infilling; end-to-end
   KernelBench, asking for `ModelNew`) wrapped in the checkpoint's chat template, and answer
-  in Markdown: the code is taken out of the answer by `extract_code` / `span_from_answer`.
+  in Markdown: the code is taken out of the answer by DICE's own rule (`dice_extract_code`),
+  or, for answers DICE would reject, by our `lenient_extract_code`; `span_from_answer`
+  then cuts a filled span out of a whole-file answer.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -52,29 +55,48 @@ def render_chat(user_message: str, template: str | None = None) -> str:
 
 
 # --- DICE task prompts --------------------------------------------------------------------------
+# The templates are data files (engine/templates/README.md names each one's source); each
+# `{{ name }}` in them is replaced once, and the values put in are never read as template.
 
-MISSING = "<<<MISSING CUDA CODE>>>"
+PLACEHOLDER = re.compile(r"\{\{ (\w+) \}\}")
 
 
-def kernel_infill_prompt(prefix: str, suffix: str, reference: str | None = None) -> str:
-    """DICE's kernel-infilling task: the PyTorch reference (when known) and the CUDA code with
-    one span cut out; the answer is the missing code alone, in a code block."""
-    parts = []
-    if reference:
-        parts.append(f"Here is a PyTorch reference implementation:\n```python\n{reference}\n```\n")
-    parts.append(
-        "Here is a CUDA implementation of it with a missing part, marked "
-        f"{MISSING}:\n```cuda\n{prefix}{MISSING}{suffix}\n```\n"
+@cache
+def template_text(name: str) -> str:
+    return (TEMPLATES / name).read_text()
+
+
+def fill_template(name: str, **values: str) -> str:
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template_text(name))
+
+
+def kernelbench_prompt(source: str) -> str:
+    """KernelBench's one-shot prompt, as DICE's evaluation builds it for a problem file (its
+    `Model`); the answer is Python defining ModelNew with inline CUDA."""
+    return fill_template(
+        "kernelbench_one_shot.txt",
+        example_arch=template_text("kernelbench_model_ex_add.py"),
+        example_new_arch=template_text("kernelbench_model_new_ex_add.py"),
+        pytorch_code=source,
     )
-    parts.append(
-        f"Fill the missing CUDA code. Output only the code that replaces {MISSING}, in one code "
-        "block, so that the whole program compiles, is correct and runs fast."
+
+
+def dice_infill_prompt(pytorch_code: str, prefix: str, suffix: str) -> str:
+    """DICE's kernel-infilling prompt (its RL stage's template): the PyTorch reference, the
+    ModelNew file cut into prefix and suffix; the answer is the whole new file."""
+    return fill_template(
+        "dice_kernel_infilling.txt",
+        example_arch=template_text("kernelbench_model_ex_add.py"),
+        example_new_arch=template_text("kernelbench_model_new_ex_add.py"),
+        pytorch_code=pytorch_code,
+        prefix=prefix,
+        suffix=suffix,
     )
-    return "\n".join(parts)
 
 
 def kernel_optimize_prompt(function: str) -> str:
-    """Rewrite one __global__ function, same name and parameters, for speed."""
+    """Rewrite one __global__ function, same name and parameters, for speed (ours: DICE has
+    no single-kernel task)."""
     return (
         "Here is a CUDA kernel:\n"
         f"```cuda\n{function}\n```\n\n"
@@ -84,55 +106,73 @@ def kernel_optimize_prompt(function: str) -> str:
     )
 
 
-# KernelBench's one-shot prompt (ScalingIntelligence/KernelBench, src/prompt_constructor.py,
-# MIT): DICE is evaluated with it, so its wording is kept. The one-shot pair is ours.
-KERNELBENCH_STATEMENT = (
-    "You write custom CUDA kernels to replace the pytorch operators in the given architecture "
-    "to get speedups.\n\nYou have complete freedom to choose the set of operators you want to "
-    "replace. You may make the decision to replace some operators with custom CUDA kernels and "
-    "leave others unchanged. You may replace multiple operators with custom implementations, "
-    "consider operator fusion opportunities (combining multiple operators into a single kernel, "
-    "for example, combining matmul+relu), or algorithmic changes (such as online softmax). You "
-    "are only limited by your imagination.\n"
-)
-KERNELBENCH_INSTRUCTION = (
-    "Optimize the architecture named Model with custom CUDA operators! Name your optimized "
-    "output architecture ModelNew. Output the new code in codeblocks. Please generate real code, "
-    "NOT pseudocode, make sure the code compiles and is fully functional. Just output the new "
-    "model code, no other text, and NO testing code! \n"
-)
+KERNELBENCH_PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 
-@cache
-def kernelbench_example() -> tuple[str, str]:
-    return (TEMPLATES / "kernelbench_example_model.py").read_text(), (
-        TEMPLATES / "kernelbench_example_model_new.py"
-    ).read_text()
+def kernelbench_problem_end(text: str) -> int | None:
+    """Where the KernelBench problem at the top of a file ends (after the last of `Model`,
+    `get_inputs`, `get_init_inputs`), or None when the file does not parse or lacks one: the
+    PyTorch reference DICE's prompts want, when the file also holds ModelNew."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    ends = {}
+    for node in tree.body:
+        definition = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        if definition and node.name in KERNELBENCH_PROBLEM_NAMES:
+            ends[node.name] = node.end_lineno
+    if len(ends) < len(KERNELBENCH_PROBLEM_NAMES):
+        return None
+    line = max(ends.values())
+    lines = text.splitlines(keepends=True)
+    # The end of that line, so that a comment after the last statement stays with it.
+    end = sum(len(piece) for piece in lines[: line - 1]) + len(lines[line - 1].rstrip("\r\n"))
+    return len(text) if not text[end:].strip() else end
 
 
-def kernelbench_prompt(source: str) -> str:
-    """The end-to-end task: a KernelBench file in, `ModelNew` with inline CUDA out."""
-    example, example_new = kernelbench_example()
-    return (
-        f"{KERNELBENCH_STATEMENT}\n"
-        "Here's an example to show you the syntax of inline embedding custom CUDA operators in "
-        f"torch: The example given architecture is: \n\n```\n{example}\n```\n\n"
-        f"The example new arch with custom CUDA kernels looks like this: \n```\n{example_new}\n```\n\n"
-        f"You are given the following architecture: \n\n```\n{source}\n```\n"
-        f"{KERNELBENCH_INSTRUCTION}"
-    )
+def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:
+    """(reference, prefix, suffix) for filling text[start:end] of a KernelBench .py file.
+    DICE's infilling prompt holds the PyTorch reference and the ModelNew file apart, so when
+    the span lies after the file's problem part (Model, get_inputs, get_init_inputs), that
+    part is the reference and the prefix starts after it; otherwise there is none."""
+    problem_end = kernelbench_problem_end(text)
+    if problem_end is None or problem_end > start:
+        return None, text[:start], text[end:]
+    return text[:problem_end], text[problem_end:start].lstrip("\n"), text[end:]
 
 
 # --- extraction ---------------------------------------------------------------------------------
+# Two rules, kept apart so that a candidate says which one gave its code (Candidate.extraction):
+# DICE's own (what its evaluation scores), and a lenient one of ours for answers DICE rejects.
+
+DICE_LANGUAGES = ("python", "cpp")  # what DICE's evaluation passes to its extract_first_code
+DICE_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+
+
+def dice_extract_code(answer: str, languages: tuple[str, ...] = DICE_LANGUAGES) -> str | None:
+    """DICE's extraction (evaluation/src/utils.py extract_first_code): the text between the
+    first two ``` of the stripped answer, stripped, with each listed language word that it
+    starts with taken off in turn (so "```python3" leaves "3" and "```cuda" keeps "cuda").
+    None when there is no closed fence."""
+    found = DICE_FENCE.search(answer.strip())
+    if found is None:
+        return None
+    code = found.group(1).strip()
+    for language in languages:
+        if code.startswith(language):
+            code = code[len(language) :].strip()
+    return code
+
 
 FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 
-def extract_code(answer: str, prefer: tuple[str, ...] = ()) -> str:
-    """The code in a chat answer: the first fenced block whose language is in `prefer` (else
-    the first block; an unclosed fence runs to the end, as when decoding hit max_tokens);
-    an answer with no fence is taken as code. Reasoning in <think> is dropped."""
+def lenient_extract_code(answer: str, prefer: tuple[str, ...] = ()) -> str:
+    """Our fallback: the first fenced block whose language is in `prefer` (else the first
+    block; an unclosed fence runs to the end, as when decoding hit max_tokens); an answer with
+    no fence is taken as code. Reasoning in <think> is dropped."""
     answer = THINKING.sub("", answer)
     blocks = FENCE.findall(answer)
     if not blocks:
@@ -141,6 +181,14 @@ def extract_code(answer: str, prefer: tuple[str, ...] = ()) -> str:
         if language.lower() in prefer:
             return body.rstrip("\n")
     return blocks[0][1].rstrip("\n")
+
+
+def extract_dice_answer(answer: str, prefer: tuple[str, ...]) -> tuple[str, str]:
+    """(code, "dice") when DICE's extraction accepts the answer, else (code, "lenient")."""
+    code = dice_extract_code(answer)
+    if code is not None:
+        return code, "dice"
+    return lenient_extract_code(answer, prefer), "lenient"
 
 
 ANCHOR_MIN = 12  # shorter overlaps are too likely to be chance
@@ -240,11 +288,12 @@ KERNELBENCH_FIM_HEADER = "class ModelNew(nn.Module):"
 @dataclass
 class Task:
     prompt: str
-    to_text: Callable[[str], str]  # the model's answer -> the candidate's .text
+    # The model's answer -> (the candidate's .text, the extraction used: "dice" | "lenient" | "").
+    to_text: Callable[[str], tuple[str, str]]
 
 
-def _identity(answer: str) -> str:
-    return answer
+def _identity(answer: str) -> tuple[str, str]:
+    return answer, ""
 
 
 def trim_suffix_overlap(fill: str, suffix: str) -> str:
@@ -269,13 +318,17 @@ def generate_task(prompt: str) -> Task:
 
 
 def infill_task(prefix: str, suffix: str, reference: str | None, prompt_format: str, chat_template: str | None) -> Task:
-    """The text that replaces the span between prefix and suffix."""
+    """The text that replaces the span between prefix and suffix. Chat checkpoints get DICE's
+    kernel-infilling prompt; without a PyTorch reference (a .cu file) its reference block is
+    left empty, the nearest input to the format DICE was trained on (README, Prompts)."""
     if prompt_format == "fim":
-        return Task(fim_prompt(prefix, suffix), lambda answer: trim_suffix_overlap(answer, suffix))
-    return Task(
-        render_chat(kernel_infill_prompt(prefix, suffix, reference), chat_template),
-        lambda answer: span_from_answer(extract_code(answer, CODE_LANGUAGES), prefix, suffix),
-    )
+        return Task(fim_prompt(prefix, suffix), lambda answer: (trim_suffix_overlap(answer, suffix), ""))
+
+    def to_text(answer: str) -> tuple[str, str]:
+        code, extraction = extract_dice_answer(answer, CODE_LANGUAGES + PYTHON_LANGUAGES)
+        return span_from_answer(code, prefix, suffix), extraction
+
+    return Task(render_chat(dice_infill_prompt(reference or "", prefix, suffix), chat_template), to_text)
 
 
 def optimize_task(code: str, language: str, prompt_format: str, chat_template: str | None) -> Task:
@@ -285,18 +338,22 @@ def optimize_task(code: str, language: str, prompt_format: str, chat_template: s
     if language == "cuda" and fim:
         # The FIM model rewrites the body under the fixed signature.
         head, tail = function_signature(code), "}\n"
-        return Task(fim_prompt(head, tail), lambda answer: head + trim_suffix_overlap(answer, tail) + tail)
+        return Task(fim_prompt(head, tail), lambda answer: (head + trim_suffix_overlap(answer, tail) + tail, ""))
     if language == "cuda":
         return Task(
             render_chat(kernel_optimize_prompt(code), chat_template),
-            lambda answer: kernel_from_answer(extract_code(answer, CODE_LANGUAGES)),
+            lambda answer: (kernel_from_answer(lenient_extract_code(answer, CODE_LANGUAGES)), "lenient"),
         )
     if language == "kernelbench" and fim:
         head = code.rstrip("\n") + "\n\n\n" + KERNELBENCH_FIM_HEADER
-        return Task(fim_prompt(head, ""), lambda answer: KERNELBENCH_FIM_HEADER + answer)
+        return Task(fim_prompt(head, ""), lambda answer: (KERNELBENCH_FIM_HEADER + answer, ""))
     if language == "kernelbench":
-        return Task(
-            render_chat(kernelbench_prompt(code), chat_template),
-            lambda answer: extract_code(answer, PYTHON_LANGUAGES) + "\n",
-        )
+        # DICE was shown the problem alone: a ModelNew already in the file is left out.
+        problem = code[: kernelbench_problem_end(code) or len(code)]
+
+        def to_text(answer: str) -> tuple[str, str]:
+            extracted, extraction = extract_dice_answer(answer, PYTHON_LANGUAGES)
+            return extracted + "\n", extraction
+
+        return Task(render_chat(kernelbench_prompt(problem), chat_template), to_text)
     raise ValueError(f"unknown language {language!r} (use 'cuda' or 'kernelbench')")

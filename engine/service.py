@@ -14,9 +14,7 @@ from dataclasses import asdict
 from typing import Any, BinaryIO
 
 from engine.frames import FrameError, MessageError, encode_frame, read_frame
-from engine.types import Cancelled, EngineError, Progress
-
-METHODS = ("infill", "generate", "optimize")
+from engine.types import REQUESTS, Cancelled, EngineError, Progress, request_from_wire
 
 
 class FrameWriter:
@@ -54,7 +52,7 @@ def _read_jobs(stream: BinaryIO, out: FrameWriter, jobs: queue.Queue, cancelled:
             op, job_id = message.get("op"), message.get("id")
             if op == "cancel":
                 cancelled.add(job_id)
-            elif op == "run" and message.get("method") in METHODS and isinstance(message.get("args", {}), dict):
+            elif op == "run" and message.get("method") in REQUESTS and isinstance(message.get("args", {}), dict):
                 jobs.put(message)
             else:
                 out.send(error_message(job_id, f"malformed message: unknown op/method in {sorted(message)} "
@@ -67,25 +65,22 @@ def _read_jobs(stream: BinaryIO, out: FrameWriter, jobs: queue.Queue, cancelled:
 
 def run_job(engine, message: dict[str, Any], out: FrameWriter, cancelled: set, gpu_lock: threading.Lock) -> None:
     job_id = message.get("id")
-    args = dict(message.get("args") or {})
-    sampling = args.pop("sampling", None) or {}
 
     def on_progress(progress: Progress) -> None:
         out.send({"type": "progress", "id": job_id, "progress": asdict(progress)})
 
     try:
+        request = request_from_wire(message["method"], message.get("args") or {})
         with gpu_lock:
             if job_id in cancelled:
                 raise Cancelled("cancelled")
-            method = getattr(engine, message["method"])
-            candidates = method(**args, **sampling, on_progress=on_progress,
-                                should_cancel=lambda: job_id in cancelled)
+            candidates = engine.run(request, on_progress, lambda: job_id in cancelled)
         out.send({"type": "result", "id": job_id, "candidates": [asdict(c) for c in candidates]})
     except Cancelled:
         out.send(error_message(job_id, "cancelled", cancelled=True))
     except EngineError as exc:
         out.send(error_message(job_id, str(exc)))
-    except TypeError as exc:  # wrong arguments for the method
+    except TypeError as exc:  # missing or unknown arguments for the method
         out.send(error_message(job_id, f"bad arguments for {message['method']}: {exc}"))
     except Exception as exc:  # a bug or an out-of-memory must not end the session
         out.send(error_message(job_id, f"{type(exc).__name__}: {exc}"))

@@ -10,17 +10,18 @@ Written against SGLang's documented API; not yet run against a real SGLang serve
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import time
-import urllib.error
-import urllib.request
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from engine import prompts
-from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Sampling
+from engine.base import CancelFn, EngineBase, ProgressFn, request_task
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Request, Sampling
 
 CANCEL_POLL_S = 0.1
+CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 600.0
 
 
@@ -45,11 +46,12 @@ def candidates_from_response(body: Any, task: prompts.Task, seconds: float) -> l
         finish = meta.get("finish_reason") or {}
         reason = "length" if isinstance(finish, dict) and finish.get("type") == "length" else "eos"
         raw = item["text"]
-        candidates.append(Candidate(task.to_text(raw), int(meta.get("completion_tokens", 0)), 0, seconds, reason, raw))
+        text, extraction = task.to_text(raw)
+        candidates.append(Candidate(text, int(meta.get("completion_tokens", 0)), 0, seconds, reason, raw, extraction))
     return candidates
 
 
-class SGLangEngine:
+class SGLangEngine(EngineBase):
     model = None
     tokenizer = None
 
@@ -58,26 +60,37 @@ class SGLangEngine:
         if url.scheme != "sglang" or not url.hostname or not url.port:
             raise EngineError(f"bad SGLang address {spec!r}: expected sglang://HOST:PORT")
         self.spec = spec
+        self.host, self.port = url.hostname, url.port
         self.base = f"http://{url.hostname}:{url.port}"
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.spec, self.base, 4, "chat", "")
 
     def _post(self, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(
-            f"{self.base}/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
+        # Connecting gets its own short timeout; the answer may take minutes (a whole batch
+        # decoded before the reply), so each read waits up to REQUEST_TIMEOUT_S.
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT_S)
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise EngineError(f"SGLang at {self.base}: HTTP {exc.code}: {exc.read()[:300]!r}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            try:
+                connection.connect()
+            except OSError as exc:
+                raise EngineError(f"SGLang at {self.base}: cannot connect within {CONNECT_TIMEOUT_S:.0f} s: {exc}") from exc
+            connection.sock.settimeout(REQUEST_TIMEOUT_S)
+            connection.request("POST", "/generate", json.dumps(body), {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+            if response.status != 200:
+                raise EngineError(f"SGLang at {self.base}: HTTP {response.status}: {data[:300]!r}")
+            return json.loads(data)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             raise EngineError(f"SGLang at {self.base}: {exc}") from exc
+        finally:
+            connection.close()
 
-    def run(self, task: prompts.Task, n: int, max_tokens: int, sampling: dict,
-            should_cancel: Callable[[], bool] | None) -> list[Candidate]:
-        body = generate_request(task, n, max_tokens, Sampling.from_kwargs(sampling))
+    def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
+        """SGLang reports no progress; a cancel drops the answer (the server finishes the batch)."""
+        task = request_task(request, "chat", None)
+        body = generate_request(task, request.n, request.max_tokens, request.sampling)
         started = time.perf_counter()
         # The HTTP call blocks; wait on it in slices so that a cancel is noticed (the server
         # finishes the request, its answer is dropped).
@@ -94,20 +107,3 @@ class SGLangEngine:
         finally:
             pool.shutdown(wait=False)
         return candidates_from_response(answer, task, time.perf_counter() - started)
-
-    def generate(self, prompt: str, n: int = 1, max_tokens: int = 512, *, on_progress=None, should_cancel=None,
-                 **sampling) -> list[Candidate]:
-        return self.run(prompts.generate_task(prompt), n, max_tokens, sampling, should_cancel)
-
-    def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
-               on_progress=None, should_cancel=None, **sampling) -> list[Candidate]:
-        task = prompts.infill_task(prefix, suffix, reference, "chat", None)
-        return self.run(task, n, max_tokens, sampling, should_cancel)
-
-    def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024, on_progress=None,
-                 should_cancel=None, **sampling) -> list[Candidate]:
-        try:
-            task = prompts.optimize_task(code, language, "chat", None)
-        except ValueError as exc:
-            raise EngineError(f"optimize: {exc}") from exc
-        return self.run(task, n, max_tokens, sampling, should_cancel)

@@ -53,8 +53,8 @@ from engine.fim_data import (
     CorpusSplit,
     FimSampler,
 )
-from engine.loading import save_checkpoint
-from engine.model import SDARConfig, SDARForCausalLM
+from engine.loading import config_from_json, save_checkpoint
+from engine.model import SDARForCausalLM
 
 
 @dataclass
@@ -168,7 +168,7 @@ def make_optimizer(model: torch.nn.Module, settings: TrainSettings, device: torc
 
 def build_model(settings: TrainSettings, device: torch.device) -> SDARForCausalLM:
     torch.manual_seed(settings.seed)
-    config = SDARConfig.from_json(dict(settings.model))
+    config = config_from_json(dict(settings.model))
     model = SDARForCausalLM(config)
     std = 0.02
     for name, p in model.named_parameters():

@@ -14,7 +14,6 @@ from dataclasses import asdict
 
 from engine.frames import encode_frame
 from engine.service import FrameWriter, serve
-from engine.types import EngineError
 
 
 def claim_stdout():
@@ -31,12 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype")
     args = parser.parse_args(argv)
     frames = claim_stdout()
-    try:
-        import engine
+    import engine
 
+    try:
         loaded = engine.load(args.model, device=args.device, dtype=args.dtype)
     except Exception as exc:  # whatever breaks loading is reported, not a silent exit
-        message = str(exc) if isinstance(exc, EngineError) else f"could not load {args.model}: {type(exc).__name__}: {exc}"
+        message = engine.load_failure(args.model, exc)
         frames.write(encode_frame({"type": "error", "id": None, "message": message, "cancelled": False}))
         frames.flush()
         return 2

@@ -28,17 +28,38 @@ def _diagnostic_rows(diagnostics: list[Diagnostic], path: str) -> list[str]:
     return [f"{path}:{d.line}:{d.column}: {d.severity}: {d.message}" for d in diagnostics]
 
 
+def read_source(path: Path) -> tuple[str, Diagnostic | None]:
+    """The file's text, and where it is not UTF-8: a file with a stray Latin-1 byte in a
+    comment still compiles, so it is read with U+FFFD in place of each bad byte (the file on
+    disk is never written) and the first bad byte becomes a warning."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line_start = before.rfind(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8", errors="replace")) + 1
+        message = (f"not UTF-8: byte 0x{data[exc.start]:02x} here (and any others) read as U+FFFD; "
+                   "save the file as UTF-8")
+        return data.decode("utf-8", errors="replace"), Diagnostic(before.count(b"\n") + 1, column, "warning", message)
+
+
 def check_command(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         return _usage_error(f"no such file: {path}")
-    source = path.read_text()
+    try:
+        source, encoding_problem = read_source(path)
+    except OSError as exc:
+        return _usage_error(f"cannot read {path}: {exc.strerror or exc}")
     try:
         diagnostics = profiler.check(source, str(path))
     except profiler.CompilerMissing as exc:
         return _usage_error(str(exc))
     if not profiler.is_kernelbench(str(path)):
         diagnostics = profiler.spec_errors_as_diagnostics(source) + diagnostics
+    if encoding_problem is not None:
+        diagnostics = [encoding_problem] + diagnostics
     if args.json:
         print(json.dumps({"diagnostics": [d.to_json() for d in diagnostics]}))
     elif diagnostics:
@@ -92,7 +113,12 @@ def profile_command(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         return _usage_error(f"no such file: {path}")
-    source = path.read_text()
+    try:
+        source, encoding_problem = read_source(path)
+    except OSError as exc:
+        return _usage_error(f"cannot read {path}: {exc.strerror or exc}")
+    if encoding_problem is not None:
+        print(_diagnostic_rows([encoding_problem], str(path))[0], file=sys.stderr)
     if not profiler.is_kernelbench(str(path)):
         try:
             find_kernel(source, args.kernel)

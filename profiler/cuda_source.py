@@ -47,7 +47,12 @@ def parse(source: str):
 
 
 def _walk(node):
+    """Every node where a function definition can be: not inside a well-formed function body,
+    which is most of a file and, for a file of thousands of kernels, most of the time. A body
+    with a syntax error (a brace left open while typing) may hold the kernels after it."""
     yield node
+    if node.type == "compound_statement" and not node.has_error:
+        return
     for child in node.children:
         yield from _walk(child)
 

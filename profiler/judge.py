@@ -7,6 +7,7 @@ Never imports torch or CuPy: the language server calls these from a thread.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,13 @@ from profiler.dtypes import dtype_name
 from profiler.gpu import compute_capability, gpu_name
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import is_kernelbench, python_check
+from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
+from profiler.sandbox import Cancelled, run_sandboxed
+from profiler.sandbox.builds import VerifiedBuilds
 from profiler.spec import Spec, SpecError, parse_spec
+from profiler.static_check import static_flags
+from profiler.verdict import against_reference, from_outcome, reference_ms, torch_compile_ms
 
 INPUT_SETS = 3  # checked before timing; one more is checked after it
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
@@ -57,18 +62,31 @@ def _each(candidates: list, on_progress: ProgressFn | None, should_cancel,
     return verdicts
 
 
-def _from_sandbox(outcome: SandboxOutcome, **fields) -> Verdict:
-    if outcome.status == "ok":
-        verdict = Verdict.from_json(outcome.result)
-        for key, value in fields.items():
-            if getattr(verdict, key) in (None, []):
-                setattr(verdict, key, value)
-        return verdict
-    status = "timeout" if outcome.status == "timeout" else "crash"
-    verdict = Verdict.failed(status, f"{'timed out' if status == 'timeout' else 'crashed'}: {outcome.why()}",
-                             **fields)
-    verdict.extra["stderr_tail"] = outcome.stderr_tail
-    return verdict
+def _peak_file():
+    return cache_dir() / "peak_bandwidth.json"
+
+
+def known_peak_gbs(gpu: str | None) -> float | None:
+    """The GPU's peak bandwidth as a .cu run measured it before, from the judge's own cache."""
+    try:
+        return float(json.loads(_peak_file().read_text())[gpu])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember_peak(verdict: Verdict) -> None:
+    """Keep a peak measured by a .cu run (whose process runs no candidate host code)."""
+    if verdict.gpu is None or verdict.peak_bandwidth_gbs is None or known_peak_gbs(verdict.gpu) is not None:
+        return
+    path = _peak_file()
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known[verdict.gpu] = verdict.peak_bandwidth_gbs
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known, indent=1))
+    tmp.replace(path)  # atomic: two judges measuring at once never leave half a file
 
 
 # ------------------------------------------------------------------ .cu documents
@@ -130,6 +148,7 @@ class _CudaJob:
             "seeds": _seeds(),
             "time_budget_s": _time_budget(time_limit),
             "include_dirs": [os.path.dirname(os.path.abspath(self.path))] if self.path else [],
+            "peak_gbs": known_peak_gbs(gpu_name()),
         }
 
     def judge(self, candidate: str | None, time_limit: float, should_cancel) -> Verdict:
@@ -158,7 +177,9 @@ class _CudaJob:
             return Verdict.failed("no_gpu", f"{said}; not timed: no GPU", diagnostics=diagnostics,
                                   compiled=compiled, kernel=name)
         outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=should_cancel)
-        return _from_sandbox(outcome, diagnostics=diagnostics, kernel=name)
+        verdict = from_outcome(outcome, diagnostics=diagnostics, kernel=name)
+        _remember_peak(verdict)
+        return verdict
 
 
 def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kernel: str | None,
@@ -209,43 +230,64 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
         "time_budget_s": _time_budget(time_limit),
         # load_inline builds for this architecture also where the GPU is hidden (build ahead).
         "cuda_arch": compute_capability(),
+        "peak_gbs": known_peak_gbs(gpu_name()),
     }
 
 
+def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit: float, should_cancel,
+                     builds: VerifiedBuilds | None, env: dict[str, str] | None = None):
+    """One sandboxed run of a KernelBench request, in the candidate's own verified build
+    folder when `builds` holds one."""
+    request = _kernelbench_request(baseline, candidate, path, time_limit)
+    if builds is None or candidate is None:
+        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env)
+    key = VerifiedBuilds.key(candidate, request["cuda_arch"])
+    try:
+        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env,
+                             extensions=builds.checkout(key))
+    finally:
+        builds.checkin(key)
+
+
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
-                         should_cancel, *, with_compile: bool) -> Verdict:
+                         should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
+                         reference: float | None = None) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
         return Verdict.failed("compile_error", f"does not parse: line {diagnostics[0].line}: "
                                                f"{diagnostics[0].message}", diagnostics=diagnostics)
     filename = os.path.basename(path) or "model.py"
-    request = _kernelbench_request(baseline, candidate, path, time_limit)
-    verdict = _from_sandbox(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+    flags = static_flags(candidate, baseline) if candidate is not None else []
+    outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds)
+    verdict = from_outcome(outcome, flags=flags)
+    if with_compile and verdict.time_ms is not None:
+        reference = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+    verdict = against_reference(verdict, reference)
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
         verdict = _compile_only(candidate, path) or verdict
-    if with_compile and verdict.time_ms is not None:
-        _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+        if flags:
+            verdict.extra["flags"] = flags
     return verdict
 
 
-def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float, should_cancel) -> None:
+def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float,
+                       should_cancel) -> float | None:
     """torch.compile(Model) as a second baseline, in a sandbox of its own (it may be slow or
-    fail: then the verdict says so and keeps the eager comparison)."""
+    fail: then the verdict says so and keeps the eager comparison). Returns eager Model's
+    time from that process (no candidate code ran there), or None."""
     request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
                "seeds": _seeds(), "time_budget_s": _time_budget(time_limit)}
-    outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel)
-    result = outcome.result if outcome.status == "ok" else None
-    if result is None or "compile_ms" not in result.get("extra", {}):
-        why = result["message"] if result else outcome.why()
+    compile_ms, eager_ms, why = torch_compile_ms(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+    if compile_ms is None:
         verdict.extra["torch_compile"] = f"not timed: {why}"
-        return
-    compile_ms = result["extra"]["compile_ms"]
+        return None
     verdict.extra["compile_ms"] = compile_ms
     verdict.extra["speedup_vs_compile"] = compile_ms / verdict.time_ms
     verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
+    return eager_ms
 
 
 def half_the_cpus() -> int:
@@ -263,17 +305,20 @@ def build_jobs(count: int) -> int:
 
 
 def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_limit: float,
-                 on_progress: ProgressFn | None, should_cancel) -> None:
+                 on_progress: ProgressFn | None, should_cancel, builds: VerifiedBuilds) -> None:
     """Build the load_inline extensions of several candidates at once, before any is timed.
 
     A build takes tens of seconds of CPU (torch's headers), a judgement a few seconds of GPU:
     judged one after the other, 8 candidates would wait minutes for builds that the CPUs can
     do side by side. Each build runs in a sandbox of its own like any candidate code, with no
     GPU visible (so nothing it does disturbs a timing), for the architecture of the GPU
-    judging will use; the extension cache (TORCH_EXTENSIONS_DIR) then gives the judging runs
-    the same builds. What happens here decides nothing: a candidate that fails to build
-    fails again, with its diagnostics, when it is judged."""
-    todo = [c for c in dict.fromkeys(candidates) if c is not None and not python_check(c, path)]
+    judging will use, into the candidate's own build folder (`builds`), where its judging
+    run finds it. What happens here decides nothing: a candidate that fails to build fails
+    again, with its diagnostics, when it is judged. Candidates run side by side could reach
+    each other's folders while they build: one whose source the static checker flags
+    (files, the environment, the harness's memory, threads) is built alone when judged."""
+    todo = [c for c in dict.fromkeys(candidates)
+            if c is not None and not python_check(c, path) and not static_flags(c, baseline)]
     jobs = build_jobs(len(todo))
     if jobs < 2 or gpu_name() is None or compute_capability() is None:
         return  # one at a time is what judging does anyway; without a GPU it only builds
@@ -282,21 +327,35 @@ def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_li
     hidden = {"CUDA_VISIBLE_DEVICES": ""}
 
     def build(candidate: str) -> None:
-        run_sandboxed(_kernelbench_request(baseline, candidate, path, time_limit), time_limit,
-                      should_cancel=should_cancel, env=hidden)
+        _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds, env=hidden)
 
     with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as pool:
         for _ in pool.map(build, todo):  # re-raises Cancelled; the others see should_cancel too
             pass
 
 
+def _reference_ms(baseline: str, candidates: list[str | None], path: str, time_limit: float,
+                  should_cancel) -> float | None:
+    """Model alone, timed once in a process that runs no candidate code: what each
+    candidate's process must agree with about the baseline (profiler.verdict)."""
+    if gpu_name() is None or all(c is None for c in candidates) or python_check(baseline, path):
+        return None
+    return reference_ms(_kernelbench_run(baseline, None, path, time_limit, should_cancel, None))
+
+
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
-    _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel)
-    # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
-    return _each(candidates, on_progress, should_cancel,
-                 lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
-                                                        with_compile=False))
+    builds = VerifiedBuilds()
+    try:
+        _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel, builds)
+        reference = _reference_ms(baseline, candidates, path, time_limit, should_cancel)
+        # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
+        return _each(candidates, on_progress, should_cancel,
+                     lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
+                                                            with_compile=False, builds=builds,
+                                                            reference=reference))
+    finally:
+        builds.close()
 
 
 # ------------------------------------------------------------------ public

@@ -7,12 +7,15 @@
     // dice: flops = 2 * n                    optional: floating-point operations per launch
 
 `dice:` lines directly above a `__global__` function belong to it; lines before the first
-kernel are shared by all. Errors are SpecError(line, column, message), 1-based, with what
-was expected.
+kernel are shared by all (their buffers and inouts only by kernels with those pointer
+parameters). Every value must fit in 64 bits. Errors are SpecError(line, column, message),
+1-based, with what was expected.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -23,6 +26,11 @@ Number = int | float
 Dim3 = tuple[int, int, int]
 
 MAX_THREADS_PER_BLOCK = 1024
+# Every value is checked against 64 bits as it is computed, so that `1 << 100000000000` is a
+# spec error at its operator instead of gigabytes of Python integer (a kernel parameter is
+# at most 64 bits wide anyway).
+VALUE_BITS = 64
+MAX_LITERAL_DIGITS = 20  # 2**64 has 20 digits; longer literals cannot fit
 
 
 class SpecError(ValueError):
@@ -142,14 +150,18 @@ class _Line:
             op = self.take()
             value = self._unary(env, False)
             _require_number(value, op, self.line)
-            return -value if op.text == "-" else value
+            return _bounded(-value, op, self.line) if op.text == "-" else value
         return self._atom(env, tuple_ok)
 
     def _atom(self, env, tuple_ok):
         token = self.peek()
         if token.kind == "number":
             self.take()
-            return float(token.text) if any(c in token.text for c in ".eE") else int(token.text)
+            if any(c in token.text for c in ".eE"):
+                return _bounded(float(token.text), token, self.line)
+            if len(token.text) > MAX_LITERAL_DIGITS:
+                raise SpecError(self.line, token.column, f"expected a number that fits in {VALUE_BITS} bits")
+            return _bounded(int(token.text), token, self.line)
         if token.kind == "name":
             self.take()
             if token.text not in env:
@@ -173,7 +185,26 @@ def _require_number(value, op: _Token, line: int) -> None:
         raise SpecError(line, op.column, f"expected numbers around {op.text!r}, got a tuple")
 
 
+def _bounded(value: Number, at: _Token, line: int) -> Number:
+    """The value, if it fits in VALUE_BITS (signed or not) and is finite; else a SpecError at `at`."""
+    if isinstance(value, float):
+        fits = math.isfinite(value) and abs(value) < 2.0**VALUE_BITS
+    else:
+        fits = -(1 << (VALUE_BITS - 1)) <= value < 1 << VALUE_BITS
+    if not fits:
+        raise SpecError(line, at.column, f"expected a value that fits in {VALUE_BITS} bits, got {_short(value)}")
+    return value
+
+
+def _short(value: Number) -> str:
+    """A too-big value named without printing all its digits."""
+    if isinstance(value, int) and abs(value) >= 1 << VALUE_BITS:
+        return f"about 2**{value.bit_length() - 1}" if value > 0 else f"about -2**{value.bit_length() - 1}"
+    return repr(value)
+
+
 def _apply(op: _Token, left, right, line: int) -> Number:
+    """One operation of C-like arithmetic, each operand and result within VALUE_BITS."""
     _require_number(left, op, line)
     _require_number(right, op, line)
     ints = isinstance(left, int) and isinstance(right, int)
@@ -181,19 +212,26 @@ def _apply(op: _Token, left, right, line: int) -> Number:
         raise SpecError(line, op.column, f"expected integers around {op.text!r}")
     if op.text in ("/", "%") and right == 0:
         raise SpecError(line, op.column, "expected a divisor that is not zero")
-    if op.text == "+":
+    if op.text in ("<<", ">>") and not 0 <= right < VALUE_BITS:
+        raise SpecError(line, op.column, f"expected a shift count from 0 to {VALUE_BITS - 1}, got {right}")
+    return _bounded(_compute(op.text, left, right, ints), op, line)
+
+
+def _compute(op: str, left: Number, right: Number, ints: bool) -> Number:
+    """Operands are checked (within VALUE_BITS, shift counts below it), so this stays small."""
+    if op == "+":
         return left + right
-    if op.text == "-":
+    if op == "-":
         return left - right
-    if op.text == "*":
+    if op == "*":
         return left * right
-    if op.text in ("/", "%") and ints:
+    if op in ("/", "%") and ints:
         # C semantics for integers (sizes are integers): the quotient truncates toward zero.
         quotient = abs(left) // abs(right) * (1 if (left >= 0) == (right >= 0) else -1)
-        return quotient if op.text == "/" else left - right * quotient
-    if op.text == "/":
+        return quotient if op == "/" else left - right * quotient
+    if op == "/":
         return left / right
-    if op.text == "<<":
+    if op == "<<":
         return left << right
     return left >> right
 
@@ -230,14 +268,13 @@ def _dice_directives(source: str) -> list[_Directive]:
 
 def _own_directives(directives: list[_Directive], kernel: Kernel, source_lines: list[str]) -> list[_Directive]:
     """The run of `dice:` lines (and other comment lines) directly above the kernel."""
-    by_line = {d.line: d for d in directives}
-    own = []
-    row = kernel.start[0]  # 0-based line of the definition = 1-based line just above it
+    above = kernel.start[0]  # 0-based line of the definition = 1-based line just above it
+    row = above
     while row >= 1 and source_lines[row - 1].lstrip().startswith("//"):
-        if row in by_line:
-            own.append(by_line[row])
         row -= 1
-    return list(reversed(own))
+    # `directives` is sorted by line: bisect, so that a file of thousands of kernels is not quadratic.
+    first = bisect.bisect_right(directives, row, key=lambda d: d.line)
+    return directives[first : bisect.bisect_right(directives, above, key=lambda d: d.line)]
 
 
 def _dims(value, line: int, column: int, what: str) -> Dim3:
@@ -360,6 +397,18 @@ def _finish(kernel: Kernel, draft: _Draft, anchor: _Directive | None) -> Spec:
     )
 
 
+def _inherited(shared: _Draft, kernel: Kernel) -> _Draft:
+    """What a later kernel takes from the leading lines: the values, the launch and flops, and
+    the buffers and inouts that name its own pointer parameters. The leading lines are also
+    the first kernel's own spec, so its `buffer x[n]` says nothing about a kernel without x."""
+    def fits(name: str, writable: bool) -> bool:
+        param = kernel.param(name)
+        return param is not None and param.pointer and not (writable and param.const)
+
+    return _Draft(shared.values, {n: b for n, b in shared.buffers.items() if fits(n, False)},
+                  {n: i for n, i in shared.inout.items() if fits(n, True)}, shared.launch, shared.flops)
+
+
 def parse_spec(source: str) -> dict[str, Spec]:
     """The spec of every kernel that has one. Kernels with `dice:` lines of their own must be
     complete (SpecError otherwise); a kernel that only inherits the shared lines gets a spec
@@ -378,12 +427,13 @@ def parse_spec(source: str) -> dict[str, Spec]:
         _apply_directive(d, shared_draft)
     specs: dict[str, Spec] = {}
     for kernel in kernels:
-        own = [] if kernel is kernels[0] else _own_directives(directives, kernel, source_lines)
-        draft = _Draft(dict(shared_draft.values), dict(shared_draft.buffers), dict(shared_draft.inout),
-                       shared_draft.launch, shared_draft.flops)
+        first = kernel is kernels[0]
+        own = [] if first else _own_directives(directives, kernel, source_lines)
+        draft = shared_draft if first else _inherited(shared_draft, kernel)
+        draft = _Draft(dict(draft.values), dict(draft.buffers), dict(draft.inout), draft.launch, draft.flops)
         for d in own:
             _apply_directive(d, draft)
-        anchor = own[0] if own else (shared[0] if kernel is kernels[0] and shared else None)
+        anchor = own[0] if own else (shared[0] if first and shared else None)
         if anchor is None and draft.launch is None:
             continue
         try:

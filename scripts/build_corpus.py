@@ -9,7 +9,7 @@ Steps, each skipped when its output is already there:
    duplicates (whitespace aside) dropped; generated kernels also inside load_inline
    strings; nothing from the project's KernelBench folder nor DICE's evaluation records;
 3. split: the packages marked held_out are the `test` split whole (held out by repository,
-   for bench/builtin_eval.py); of the others about 2% of files (by a hash) are `valid`;
+   for benchmarks/builtin_eval.py); of the others about 2% of files (by a hash) are `valid`;
 4. tokenizer: byte-level BPE trained on the train split (OUT/tokenizer);
 5. data: the texts of each split with, per line, the character offsets of its start, its
    first non-blank character and its end, and the brace-matched blocks, from which
@@ -80,7 +80,7 @@ SOURCES = [
            "https://pypi.org/project/torch-harmonics/"),
     Source("gsplat", "gsplat==1.5.3", True, "Apache-2.0", "https://pypi.org/project/gsplat/"),
     Source("torch-scatter", "torch-scatter==2.1.2", True, "MIT", "https://pypi.org/project/torch-scatter/"),
-    # Held out whole, for bench/builtin_eval.py: ordinary kernels by other authors.
+    # Held out whole, for benchmarks/builtin_eval.py: ordinary kernels by other authors.
     Source("torch-sparse", "torch-sparse==0.6.18", True, "MIT", "https://pypi.org/project/torch-sparse/", held_out=True),
     Source("auto-gptq", "auto-gptq==0.7.1", True, "MIT", "https://pypi.org/project/auto-gptq/", held_out=True),
     Source("lightgbm", "lightgbm==4.7.0", True, "MIT", "https://pypi.org/project/lightgbm/", held_out=True),

@@ -32,6 +32,7 @@ def _shared_dir() -> Path:
 SHARED = _shared_dir()
 KERNELBENCH = SHARED / "kernelbench"
 SDAR_TOKENIZER = SHARED / "sdar-tokenizer"
+DICE_REFERENCE = SHARED / "dice-reference"
 
 
 @functools.cache
@@ -75,6 +76,14 @@ def sdar_tokenizer_dir() -> Path:
     if not SDAR_TOKENIZER.is_dir():
         pytest.skip(f"SDAR tokenizer files not found at {SDAR_TOKENIZER}")
     return SDAR_TOKENIZER
+
+
+@pytest.fixture(scope="session")
+def dice_reference() -> Path:
+    """DICE's own outputs on a tiny checkpoint (shared/dice-reference/README.md)."""
+    if not DICE_REFERENCE.is_dir():
+        pytest.skip(f"DICE golden fixtures not found at {DICE_REFERENCE}")
+    return DICE_REFERENCE
 
 
 def engine_test_helpers():

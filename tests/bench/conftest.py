@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-# Problems that have hand-written controls in bench/kernelbench_controls.
+# Problems that have hand-written controls in benchmarks/kernelbench_controls.
 CONTROL_PROBLEMS = ("level1/19_ReLU.py", "level1/21_Sigmoid.py", "level2/12_Gemm_Multiply_LeakyReLU.py")
 
 
@@ -25,7 +25,7 @@ def control_problems(kernelbench_dir: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def controls_dir(repo_root: Path) -> Path:
-    return repo_root / "bench" / "kernelbench_controls"
+    return repo_root / "benchmarks" / "kernelbench_controls"
 
 
 @pytest.fixture

@@ -51,3 +51,17 @@ def test_kernelbench_source_needs_all_three_names() -> None:
     assert is_kernelbench_source("class Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n")
     assert not is_kernelbench_source("class Model: pass\ndef get_inputs(): pass\n")
     assert not is_kernelbench_source("class Model(:\n")
+
+
+def test_solutions_under_a_hidden_folder_are_found_but_hidden_folders_below_are_skipped(tmp_path: Path) -> None:
+    from dice_lsp.bench_solutions import solution_files
+
+    root = tmp_path / ".work" / "solutions"
+    (root / "level1").mkdir(parents=True)
+    (root / "level1" / "19_ReLU.correct.py").write_text("class ModelNew: ...\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "19_ReLU.stale.py").write_text("class ModelNew: ...\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "19_ReLU.cpython.py").write_text("")
+    found = solution_files(root)
+    assert [p.name for p in found["19_ReLU"]] == ["19_ReLU.correct.py"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench_judge import JudgeError, JudgeJob, run_worker, stop_workers, worker_slots
+from dice_lsp.bench_judge import JudgeError, JudgeJob, LiveWorkers, run_worker, stop_workers, worker_slots
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,7 +64,7 @@ def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tm
     pid_file = tmp_path / "sandbox.pid"
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
     hanging = hanging_candidate(source, pid_file)
-    live: set = set()
+    live = LiveWorkers()
     errors: list[BaseException] = []
 
     def judge() -> None:
@@ -76,7 +76,7 @@ def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tm
     thread = threading.Thread(target=judge)
     thread.start()
     sandbox_pid = pid_once_running(pid_file)
-    stop_workers(list(live))
+    stop_workers(live.stop())
     thread.join(timeout=30)
     assert not thread.is_alive() and errors and isinstance(errors[0], JudgeError)
     assert gone(sandbox_pid, 5), f"sandbox process {sandbox_pid} outlived its stopped worker"
@@ -107,3 +107,42 @@ def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_
     if not gone(sandbox_pid):
         os.kill(sandbox_pid, signal.SIGKILL)
         pytest.fail(f"sandbox process {sandbox_pid} outlived the killed dice bench")
+
+
+def test_ctrl_c_stops_dice_bench_within_seconds_and_starts_no_queued_problem(
+        kernelbench_dir: Path, tmp_path: Path) -> None:
+    """SIGINT as a terminal sends it: the running problem is stopped, and the problems still
+    queued never start (before, a worker thread took the next one while the first was
+    being stopped, and the run waited it out)."""
+    import signal
+    import subprocess
+    import sys
+
+    problems, solutions = tmp_path / "problems" / "level1", tmp_path / "solutions" / "level1"
+    problems.mkdir(parents=True)
+    solutions.mkdir(parents=True)
+    source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
+    names = [f"{i}_ReLU" for i in range(1, 4)]
+    for name in names:
+        (problems / f"{name}.py").write_text(source)
+        (solutions / f"{name}.hang.py").write_text(hanging_candidate(source, tmp_path / f"{name}.pid"))
+    one_cpu = {sorted(os.sched_getaffinity(0))[0]}  # one CPU: one judge slot, the others queue
+    bench = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "bench", str(tmp_path / "problems"),
+                              "--solutions", str(tmp_path / "solutions"), "--out", str(tmp_path / "out")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                             preexec_fn=lambda: os.sched_setaffinity(0, one_cpu))
+    try:
+        first = pid_once_running(tmp_path / f"{names[0]}.pid")
+        interrupted = time.monotonic()
+        bench.send_signal(signal.SIGINT)
+        _, stderr = bench.communicate(timeout=30)
+        took = time.monotonic() - interrupted
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == 130 and "stopped; continue with the same command and --resume" in stderr
+    assert took < 15, f"dice bench took {took:.0f} s to stop"
+    assert gone(first, 5)
+    assert [name for name in names[1:] if (tmp_path / f"{name}.pid").exists()] == []

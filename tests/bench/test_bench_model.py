@@ -32,13 +32,14 @@ def test_model_run_on_two_problems(
     assert summary["gpu"] is None and summary["problems"] == 2
 
     run = load(out)
-    assert run.settings["temperature"] == 0.7  # several candidates are sampled, not greedy copies
+    # DICE's protocol by default: its decoder and sampling, whole blocks of 4 returned.
+    assert run.settings["preset"] == "dice" and run.settings["temperature"] is None
     records = list(run.tasks.values())
     for record in records:
         assert record.state == "done", record.error
         assert len(record.candidates) == 2
         for candidate in record.candidates:
-            assert 0 < candidate.generation["tokens"] <= 8
+            assert 8 <= candidate.generation["tokens"] < 8 + 4
             assert candidate.verdict["correct"] is None and candidate.verdict["speedup"] is None
     (eager,) = summary["tables"]
     everything = eager["rows"][-1]
@@ -84,3 +85,15 @@ def test_a_model_that_cannot_load_stops_the_run_with_its_reason(
     code = main(["bench", str(control_problems), "--model", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "o")])
     assert code == 1
     assert "cannot load model" in capsys.readouterr().err
+
+
+def test_temperature_follows_the_preset() -> None:
+    from argparse import Namespace
+
+    from dice_lsp.bench import sampling_temperature
+
+    assert sampling_temperature(Namespace(temperature=None, preset="dice", candidates=4)) is None
+    assert sampling_temperature(Namespace(temperature=0.3, preset="dice", candidates=1)) == 0.3
+    # Several candidates are sampled, not greedy copies.
+    assert sampling_temperature(Namespace(temperature=None, preset="default", candidates=2)) == 0.7
+    assert sampling_temperature(Namespace(temperature=None, preset="default", candidates=1)) == 0.0

@@ -25,28 +25,30 @@ def prompt(length: int) -> list[int]:
 def test_transfer_schedule_spreads_the_remainder_first():
     assert transfer_schedule(4, 4) == [1, 1, 1, 1]
     assert transfer_schedule(4, 3) == [2, 1, 1]
-    assert transfer_schedule(3, 4) == [1, 1, 1]  # never a step that commits nothing
+    assert transfer_schedule(3, 4) == [1, 1, 1, 0]  # the default preset asks for min(steps, masked)
     assert transfer_schedule(8, 1) == [8]
 
 
 def test_choose_commits_per_strategy():
     masked = torch.tensor([[True, True, False, True]])
     confidence = torch.tensor([[0.2, 0.95, 0.99, 0.92]])
-    k = torch.tensor([1])
-    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, k).tolist() == [[True, False, False, False]]
-    assert choose_commits(Sampling(), masked, confidence, k).tolist() == [[False, True, False, False]]
+    assert choose_commits(Sampling(strategy="sequential"), masked, confidence, 1).tolist() == [[True, False, False, False]]
+    assert choose_commits(Sampling(), masked, confidence, 1).tolist() == [[False, True, False, False]]
     dynamic = Sampling(strategy="low_confidence_dynamic", threshold=0.9)
-    assert choose_commits(dynamic, masked, confidence, k).tolist() == [[False, True, False, True]]
+    assert choose_commits(dynamic, masked, confidence, 1).tolist() == [[False, True, False, True]]
     low = torch.tensor([[0.2, 0.3, 0.99, 0.1]])  # nothing above the threshold: still k
-    assert choose_commits(dynamic, masked, low, torch.tensor([2])).tolist() == [[True, True, False, False]]
+    assert choose_commits(dynamic, masked, low, 2).tolist() == [[True, True, False, False]]
 
 
 def test_filter_logits_top_k_and_top_p():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     assert torch.isinf(filter_logits(logits, 2, 1.0)).tolist() == [[False, False, True, True]]
-    assert torch.isinf(filter_logits(logits, 0, 0.8)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_logits(logits, 0, 0.79)).tolist() == [[False, False, True, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.81)).tolist() == [[False, False, False, True]]
     assert torch.isinf(filter_logits(logits, 0, 0.1)).tolist() == [[False, True, True, True]]
+    # As SDAR/DICE: top-k keeps every token tied with the k-th.
+    tied = torch.tensor([[3.0, 1.0, 1.0, 0.0]])
+    assert torch.isinf(filter_logits(tied, 2, 1.0)).tolist() == [[False, False, False, True]]
 
 
 @pytest.mark.parametrize("prompt_len", [8, 10, 3])
@@ -70,6 +72,17 @@ def test_cached_and_static_paths_give_the_same_tokens_as_recomputing(tiny, promp
     assert all(len(t) == 19 for t in cached.tokens)
     assert cached.finish_reasons == ["length"] * 3
     assert all(1023 not in t for t in cached.tokens)  # no mask left, none predicted
+
+
+def test_decoding_leaves_the_model_as_it_was(tiny):
+    """The fast paths' shapes run on the model as loaded: no weights swapped or buffers added."""
+    parameters = {name: (p, p.data_ptr()) for name, p in tiny.named_parameters()}
+    buffers = dict(tiny.named_buffers())
+    decode(tiny, prompt(10), n=2, max_tokens=8, sampling=Sampling(), stop_ids=[], path="static")
+    after = {name: (p, p.data_ptr()) for name, p in tiny.named_parameters()}
+    assert after.keys() == parameters.keys()
+    assert all(after[name][0] is p and after[name][1] == ptr for name, (p, ptr) in parameters.items())
+    assert dict(tiny.named_buffers()) == buffers
 
 
 def test_the_first_block_starts_inside_the_prompts_partial_block(tiny):

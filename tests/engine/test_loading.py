@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
 
-from engine.loading import load_checkpoint, load_config, load_tokenizer, save_checkpoint
-from engine.model import SDARConfig
+from engine.loading import config_from_json, config_to_json, load_checkpoint, load_config, load_tokenizer, save_checkpoint
 from engine.types import EngineError
 
 from .conftest import random_model, tiny_sdar_config
@@ -29,18 +29,18 @@ def test_real_sdar_tokenizer_loads_with_its_mask_token(sdar_tokenizer_dir):
 
 def test_config_round_trip_keeps_unknown_fields(sdar_tokenizer_dir):
     data = json.loads((sdar_tokenizer_dir / "config.json").read_text())
-    config = SDARConfig.from_json(data)
-    again = SDARConfig.from_json(config.to_dict())
-    assert again.to_dict() == config.to_dict()
+    config = config_from_json(data)
+    again = config_from_json(config_to_json(config))
+    assert config_to_json(again) == config_to_json(config)
     assert again.hidden_size == 2560 and again.rope_theta == 1_000_000
-    assert config.to_dict()["attention_dropout"] == 0.0
-    assert "auto_map" not in config.to_dict()
-    assert config.to_dict()["model_type"] == "sdar"
+    assert config_to_json(config)["attention_dropout"] == 0.0
+    assert "auto_map" not in config_to_json(config)
+    assert config_to_json(config)["model_type"] == "sdar"
 
 
 @pytest.mark.parametrize("shard_bytes", [1 << 40, 200_000])
 def test_save_and_load_round_trip(tmp_path, sdar_tokenizer_dir, shard_bytes):
-    config = tiny_sdar_config(vocab_size=1024, tie_word_embeddings=False, mask_token_id=1000)
+    config = tiny_sdar_config(tie_word_embeddings=False, mask_token_id=1000)
     model = random_model(config)
     tokenizer = load_tokenizer(sdar_tokenizer_dir, tiny_sdar_config())
     save_checkpoint(model, tokenizer, tmp_path, max_shard_bytes=shard_bytes)
@@ -83,4 +83,26 @@ def test_bad_folders_give_clear_errors(tmp_path, tiny_checkpoint):
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").write_bytes((tiny_checkpoint / "model.safetensors").read_bytes())
     with pytest.raises(EngineError, match="do not fit the config"):
+        load_checkpoint(tmp_path, "cpu")
+
+
+def test_broken_files_are_engine_errors_naming_the_file(tmp_path, tiny_checkpoint):
+    truncated = tmp_path / "truncated"
+    shutil.copytree(tiny_checkpoint, truncated)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])  # a download cut short
+    with pytest.raises(EngineError, match="model.safetensors: not a readable safetensors file"):
+        load_checkpoint(truncated, "cpu")
+    bad_tokenizer = tmp_path / "bad-tokenizer"
+    shutil.copytree(tiny_checkpoint, bad_tokenizer)
+    (bad_tokenizer / "tokenizer.json").write_text('{"version": ')
+    with pytest.raises(EngineError, match="the tokenizer files cannot be read"):
+        load_checkpoint(bad_tokenizer, "cpu")
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused_at_load(tmp_path, sdar_tokenizer_dir):
+    # before: it loaded, and every job whose prompt held a token past 1023 died of IndexError
+    config = tiny_sdar_config(vocab_size=1024, mask_token_id=1000)
+    save_checkpoint(random_model(config), load_tokenizer(sdar_tokenizer_dir, tiny_sdar_config()), tmp_path)
+    with pytest.raises(EngineError, match=r"tokenizer has 1516\d\d tokens but the model's vocab_size is 1024"):
         load_checkpoint(tmp_path, "cpu")

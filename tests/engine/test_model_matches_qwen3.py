@@ -15,6 +15,10 @@ from engine.model import block_causal_mask
 
 from .conftest import copy_tokenizer
 
+# The SDAR tokenizer's 151670 tokens must fit the embedding table (engine.loading refuses a
+# tokenizer larger than the vocabulary); the test ids stay below 512.
+VOCAB = 151680
+
 
 def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
     """A random Qwen3 saved by transformers in shards, relabelled as an SDAR config."""
@@ -22,7 +26,7 @@ def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
 
     torch.manual_seed(1)
     config = Qwen3Config(
-        vocab_size=512,
+        vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=96,
         num_hidden_layers=3,
@@ -37,7 +41,7 @@ def qwen3_checkpoint(folder, sdar_tokenizer_dir, block_size: int, tied: bool):
     with torch.no_grad():
         for p in reference.parameters():
             p.normal_(0.0, 0.3)
-    reference.save_pretrained(folder, max_shard_size="100KB")
+    reference.save_pretrained(folder, max_shard_size="8MB")
     data = json.loads((folder / "config.json").read_text())
     data.update(model_type="sdar", block_size=block_size, mask_token_id=151669)
     (folder / "config.json").write_text(json.dumps(data))
@@ -90,18 +94,80 @@ def test_explicit_mask_and_positions_replace_the_default(tmp_path, sdar_tokenize
     assert (shifted - shifted_ref).abs().max().item() < 1e-4
 
 
-def test_fused_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
-    from engine.model import fuse_projections
+def test_stacked_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
+    """The model's qkv_proj and gate_up_proj hold the checkpoint's q/k/v and gate/up rows, and
+    give them back under the checkpoint's names (what save_checkpoint writes)."""
+    from engine.loading import checkpoint_weights
 
     reference = qwen3_checkpoint(tmp_path, sdar_tokenizer_dir, block_size=1, tied=False)
     model, _, _ = load_checkpoint(tmp_path, "cpu", torch.float32)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    fuse_projections(model)
-    fuse_projections(model)  # idempotent
-    after = model.state_dict()
+    before = reference.state_dict()
+    after = checkpoint_weights(model)
     assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
-    attn = model.model.layers[0].self_attn
-    assert attn.q_proj.weight.data_ptr() == attn.qkv_weight.data_ptr()  # a view, not a copy
+    attn = reference.model.layers[0].self_attn
+    stacked = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+    assert torch.equal(model.model.layers[0].self_attn.qkv_proj.weight, stacked)
     ids = torch.randint(0, 512, (2, 21), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         assert (model(ids) - reference(ids).logits).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize(
+    "scaling, length",
+    [
+        ({"rope_type": "linear", "factor": 4.0}, 37),
+        ({"rope_type": "dynamic", "factor": 2.0}, 37),  # past max_position_embeddings (32): the base grows
+        ({"rope_type": "dynamic", "factor": 2.0}, 20),  # within it: plain RoPE
+        ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}, 37),
+        ({"rope_type": "yarn", "factor": 8.0, "beta_fast": 16, "beta_slow": 2, "attention_factor": 0.9}, 37),
+    ],
+)
+def test_rope_scaling_equals_qwen3(tmp_path, sdar_tokenizer_dir, scaling, length):
+    """Each rope_scaling type against transformers' Qwen3 with that config, on the same
+    random weights loaded through engine.loading (logits far apart without the scaling)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(2)
+    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32,
+                         rope_parameters={"rope_theta": 10_000.0, **scaling})
+    reference = Qwen3ForCausalLM(config).eval()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.normal_(0.0, 0.3)
+    reference.save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    data.update(model_type="sdar", block_size=1, mask_token_id=151669)
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    copy_tokenizer(sdar_tokenizer_dir, tmp_path)
+    model, _, loaded = load_checkpoint(tmp_path, "cpu", torch.float32)
+    assert loaded.rope_scaling["rope_type"] == scaling["rope_type"]
+    ids = torch.randint(0, 512, (1, length), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = reference(ids).logits
+        assert (model(ids) - expected).abs().max().item() < 1e-4
+        loaded.rope_scaling = None  # the same weights without the scaling: far off
+        unscaled = (model(ids) - expected).abs().max().item()
+    assert unscaled > 1e-2 or (scaling["rope_type"] == "dynamic" and length <= 32)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("rope_scaling", {"rope_type": "llama3", "factor": 8.0}, "rope_type = 'llama3'"),
+        ("rope_scaling", {"rope_type": "linear"}, "without a factor"),
+        ("hidden_act", "gelu", "hidden_act = 'gelu'"),
+        ("attention_bias", True, "attention_bias"),
+        ("use_sliding_window", True, "use_sliding_window"),
+        ("layer_types", ["full_attention", "sliding_attention"], "layer_types"),
+    ],
+)
+def test_config_keys_the_model_does_not_implement_are_refused(tmp_path, sdar_tokenizer_dir, key, value, message):
+    from engine.types import EngineError
+
+    qwen3_checkpoint(tmp_path, sdar_tokenizer_dir, block_size=4, tied=True)
+    data = json.loads((tmp_path / "config.json").read_text())
+    data[key] = value
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with pytest.raises(EngineError, match=message.replace("(", r"\(")):
+        load_checkpoint(tmp_path, "cpu", torch.float32)

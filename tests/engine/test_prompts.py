@@ -17,10 +17,11 @@ def test_chat_wrapping_uses_the_sdar_template(sdar_tokenizer_dir):
 
 
 def test_infill_prompt_holds_reference_prefix_and_suffix():
-    text = prompts.kernel_infill_prompt("__global__ void k(float* x) {\n", "}\n", reference="x = x + 1")
-    assert "x = x + 1" in text
-    assert "__global__ void k(float* x) {\n" + prompts.MISSING + "}\n" in text
-    assert "Fill the missing CUDA code" in text
+    text = prompts.dice_infill_prompt("x = x + 1", "__global__ void k(float* x) {\n", "}\n")
+    assert "```\nx = x + 1\n``` " in text
+    assert "prefix: \n\n```\n__global__ void k(float* x) {\n\n``` " in text
+    # A value holding template syntax is put in as it is, never read as a placeholder.
+    assert "{{ suffix }}" in prompts.dice_infill_prompt("", "{{ suffix }}", "}")
 
 
 def test_kernelbench_prompt_is_one_shot_and_asks_for_modelnew(kernelbench_dir):
@@ -32,12 +33,12 @@ def test_kernelbench_prompt_is_one_shot_and_asks_for_modelnew(kernelbench_dir):
     assert "Name your optimized output architecture ModelNew" in text
 
 
-def test_extract_code_prefers_the_language_and_survives_a_cut_answer():
+def test_lenient_extraction_prefers_the_language_and_survives_a_cut_answer():
     answer = "Sure.\n```python\nprint(1)\n```\nand\n```cuda\nout[i] = a[i];\n```\n"
-    assert prompts.extract_code(answer, ("cuda",)) == "out[i] = a[i];"
-    assert prompts.extract_code(answer) == "print(1)"
-    assert prompts.extract_code("<think>hmm</think>```cpp\nint x;\n") == "int x;"
-    assert prompts.extract_code("int y;\n") == "int y;"
+    assert prompts.lenient_extract_code(answer, ("cuda",)) == "out[i] = a[i];"
+    assert prompts.lenient_extract_code(answer) == "print(1)"
+    assert prompts.lenient_extract_code("<think>hmm</think>```cpp\nint x;\n") == "int x;"
+    assert prompts.lenient_extract_code("int y;\n") == "int y;"
 
 
 def test_span_from_a_whole_file_answer():
@@ -58,15 +59,15 @@ def test_tasks_map_answers_to_candidate_text():
     function = "__global__ void k(float* x)\n{\n    x[0] = 1.0f;\n}\n"
     fim = prompts.optimize_task(function, "cuda", "fim", None)
     assert fim.prompt == prompts.fim_prompt("__global__ void k(float* x)\n{\n", "}\n")
-    assert fim.to_text("    x[0] = 2.0f;\n") == "__global__ void k(float* x)\n{\n    x[0] = 2.0f;\n}\n"
+    assert fim.to_text("    x[0] = 2.0f;\n") == ("__global__ void k(float* x)\n{\n    x[0] = 2.0f;\n}\n", "")
     chat = prompts.optimize_task(function, "cuda", "chat", None)
     assert chat.prompt.startswith("<|im_start|>user\n") and function in chat.prompt
     answer = "```cuda\n#include <cuda.h>\n__global__ void k(float* x) { x[0] = 2.0f; }\n```"
-    assert chat.to_text(answer) == "__global__ void k(float* x) { x[0] = 2.0f; }\n"
+    assert chat.to_text(answer) == ("__global__ void k(float* x) { x[0] = 2.0f; }\n", "lenient")
     kb = prompts.optimize_task("class Model: pass\n", "kernelbench", "chat", None)
-    assert kb.to_text("```python\nclass ModelNew: pass\n```") == "class ModelNew: pass\n"
+    assert kb.to_text("```python\nclass ModelNew: pass\n```") == ("class ModelNew: pass\n", "dice")
     infill = prompts.infill_task("float scale_factor = ", ";\nreturn scale_factor;\n", None, "chat", None)
-    assert infill.to_text("```c\nfloat scale_factor = 42.0f;\nreturn scale_factor;\n```") == "42.0f"
+    assert infill.to_text("```c\nfloat scale_factor = 42.0f;\nreturn scale_factor;\n```") == ("42.0f", "dice")
 
 
 def test_fim_answer_that_runs_on_into_the_suffix_is_cut_where_the_suffix_starts():
@@ -80,4 +81,4 @@ def test_fim_answer_that_runs_on_into_the_suffix_is_cut_where_the_suffix_starts(
     # Only at a line boundary: a statement that ends like the suffix begins is not cut mid-line.
     assert trim_suffix_overlap("a = b}", "}\n") == "a = b}"
     task = infill_task("int f() {\n    ", suffix, None, "fim", None)
-    assert task.to_text("return 1;\n    }\n}\n") == "return 1;"
+    assert task.to_text("return 1;\n    }\n}\n") == ("return 1;", "")

@@ -24,13 +24,16 @@ def test_response_becomes_candidates_with_extracted_code():
     prefix = "__global__ void scale(float* x, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     suffix = "}\n"
     task = prompts.infill_task(prefix, suffix, None, "chat", None)
+    # DICE's infilling answer is the whole file; one answer was cut by max_tokens (unclosed
+    # fence: DICE's extraction rejects it, the lenient one takes it).
     body = [
-        {"text": "```cuda\n    if (i < n) x[i] *= 2.0f;\n```", "meta_info": {"completion_tokens": 17,
-                                                                             "finish_reason": {"type": "stop"}}},
-        {"text": "```cuda\n    if (i <", "meta_info": {"completion_tokens": 6, "finish_reason": {"type": "length"}}},
+        {"text": f"```cpp\n{prefix}    if (i < n) x[i] *= 2.0f;\n{suffix}```",
+         "meta_info": {"completion_tokens": 17, "finish_reason": {"type": "stop"}}},
+        {"text": f"```cpp\n{prefix}    if (i <", "meta_info": {"completion_tokens": 6, "finish_reason": {"type": "length"}}},
     ]
     found = candidates_from_response(body, task, 1.5)
-    assert [c.text for c in found] == ["    if (i < n) x[i] *= 2.0f;", "    if (i <"]
+    assert [c.text for c in found] == ["    if (i < n) x[i] *= 2.0f;\n", "    if (i <"]
+    assert [c.extraction for c in found] == ["dice", "lenient"]
     assert [c.finish_reason for c in found] == ["eos", "length"]
     assert found[0].tokens == 17 and found[0].seconds == 1.5
     with pytest.raises(EngineError, match="not a /generate result"):

@@ -6,7 +6,9 @@ editor does."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -322,3 +324,139 @@ async def commands_editor(lsp_without_resolve: LanguageClient, workspace: Path, 
     ed = await start_editor(lsp_without_resolve, lsp_without_resolve.dice_capabilities, workspace, dice_settings)
     yield ed
     await asyncio.wait_for(lsp_without_resolve.shutdown_session(), 30)
+
+
+# ------------------------------------------------------------------ raw frames
+# Protocol faults (bad frames, bad params, lifecycle order, strangers on TCP) are sent as
+# bytes, as a broken or hostile client would, where pytest-lsp's client would refuse to.
+
+
+def frame(message: dict | bytes, length: int | None = None) -> bytes:
+    body = message if isinstance(message, bytes) else json.dumps(message, ensure_ascii=False).encode()
+    return b"Content-Length: %d\r\n\r\n" % (len(body) if length is None else length) + body
+
+
+def request(msg_id: int, method: str, params: Any = None) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+
+
+def notification(method: str, params: Any = None) -> dict:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def initialize_params(root: Path | None = None, options: dict | None = None) -> dict:
+    return {
+        "processId": None,
+        "rootUri": root.as_uri() if root else None,
+        "capabilities": {},
+        "initializationOptions": options,
+    }
+
+
+async def read_message(reader: asyncio.StreamReader) -> dict:
+    length = None
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    if length is None:
+        raise EOFError("the server closed the stream")
+    return json.loads(await reader.readexactly(length))
+
+
+class RawClient:
+    """Frames over a stream, read as they come by a task of its own (so that a wait that
+    times out never leaves half a message read); answers are picked out of `received`."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: Any) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.received: list[dict] = []
+        self.closed: BaseException | None = None
+        self._arrived = asyncio.Event()
+        self._pump = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                self.received.append(await read_message(self.reader))
+                self._arrived.set()
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            self.closed = exc
+            self._arrived.set()
+
+    def send(self, data: dict | bytes) -> None:
+        self.writer.write(data if isinstance(data, bytes) else frame(data))
+
+    async def answer(self, msg_id: Any, timeout: float = 30) -> dict:
+        """The response to request `msg_id` (an error or a result); EOFError if the server
+        closes the stream first."""
+
+        async def wait() -> dict:
+            while True:
+                self._arrived.clear()
+                for message in self.received:
+                    if "method" not in message and message.get("id") == msg_id:
+                        return message
+                if self.closed is not None:
+                    raise EOFError(f"the server closed the stream: {self.closed!r}")
+                await self._arrived.wait()
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def call(self, msg_id: int, method: str, params: Any = None, timeout: float = 30) -> dict:
+        self.send(request(msg_id, method, params))
+        return await self.answer(msg_id, timeout)
+
+    async def initialize(self, root: Path | None = None, options: dict | None = None) -> dict:
+        answer = await self.call(0, "initialize", initialize_params(root, options))
+        self.send(notification("initialized", {}))
+        return answer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_stdio_server(env: dict[str, str]) -> tuple[asyncio.subprocess.Process, RawClient]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dice_lsp.server", env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        limit=64 * 1024 * 1024,
+    )
+    return process, RawClient(process.stdout, process.stdin)
+
+
+async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, int]:
+    """`dice-lsp --tcp` on a free loopback port (or as `args` say), once it listens."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port), *args,
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return process, port
+        except OSError:
+            if process.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"the server never listened: {(await process.stderr.read()).decode()[-2000:]}")
+
+
+async def connect(port: int) -> RawClient:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=64 * 1024 * 1024)
+    return RawClient(reader, writer)
+
+
+async def end_process(process: asyncio.subprocess.Process) -> str:
+    """Its stderr, after ending it if it still runs."""
+    if process.returncode is None:
+        process.terminate()
+    err = await process.stderr.read() if process.stderr else b""  # stdout is a RawClient's
+    await process.wait()
+    return err.decode(errors="replace")

@@ -1,52 +1,120 @@
-"""`dice-lsp --tcp`: the same server on a socket, for editors that connect rather than spawn."""
+"""`dice-lsp --tcp`: the same server on a socket, for editors that connect rather than spawn;
+each connection has its own editor state, and a listener off loopback needs a token."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 import sys
+from pathlib import Path
 
 import pytest
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .conftest import SAXPY, connect, end_process, notification, start_tcp_server
+
+pytestmark = pytest.mark.asyncio
 
 
-async def read_message(reader: asyncio.StreamReader) -> dict:
-    length = None
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    return json.loads(await reader.readexactly(length))
+def hover_saxpy(path: Path) -> dict:
+    return {"textDocument": {"uri": path.as_uri()}, "position": {"line": 5, "character": 17}}
 
 
-@pytest.mark.asyncio
-async def test_initialize_over_tcp(child_env: dict[str, str]):
-    port = free_port()
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port),
-        env=child_env,
+def open_saxpy(path: Path) -> dict:
+    return notification(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": path.as_uri(), "languageId": "cuda", "version": 1, "text": SAXPY}},
     )
+
+
+async def test_initialize_over_tcp(child_env: dict[str, str]):
+    server, port = await start_tcp_server(child_env)
     try:
-        for _ in range(100):
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the server never listened")
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}})
-        writer.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-        await writer.drain()
-        answer = await asyncio.wait_for(read_message(reader), 30)
-        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "dice-lsp"
+        client = await connect(port)
+        answer = await client.initialize()
+        assert answer["result"]["serverInfo"]["name"] == "dice-lsp"
         assert "dice.fill" in answer["result"]["capabilities"]["executeCommandProvider"]["commands"]
-        writer.close()
     finally:
-        server.terminate()
-        await server.wait()
+        await end_process(server)
+
+
+async def test_connections_do_not_share_documents_or_answers(child_env, tmp_path: Path):
+    """A second editor's initialize wiped the first one's documents and took its answers;
+    one connect-and-close ended the server."""
+    server, port = await start_tcp_server(child_env)
+    try:
+        for _ in range(3):  # connect and close, as a port scanner or a health check does
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+        first = await connect(port)
+        await first.initialize(tmp_path)
+        path = tmp_path / "saxpy.cu"
+        first.send(open_saxpy(path))
+        assert "saxpy" in (await first.call(1, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
+
+        second = await connect(port)
+        await second.initialize(tmp_path)
+        # The second editor never opened the file: it is read from disk, where there is none.
+        assert (await second.call(1, "textDocument/hover", hover_saxpy(path)))["error"]["code"] == -32602
+        answer = await first.call(2, "textDocument/hover", hover_saxpy(path))
+        assert "saxpy" in answer["result"]["contents"]["value"]
+        assert all(m.get("id") != 2 for m in second.received)
+
+        second.writer.close()  # the second editor goes away without a word
+        await asyncio.sleep(0.5)
+        assert server.returncode is None
+        assert "saxpy" in (await first.call(3, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
+        first.send(notification("exit"))  # exit ends one connection, not the listener
+        third = await connect(port)
+        assert (await third.initialize(tmp_path))["result"]["serverInfo"]["name"] == "dice-lsp"
+    finally:
+        await end_process(server)
+
+
+async def test_a_listener_off_loopback_needs_a_token(child_env):
+    env = {k: v for k, v in child_env.items() if k != "DICE_LSP_TOKEN"}
+    refused = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "0.0.0.0", "--port", "0",
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(refused.communicate(), 30)
+    assert refused.returncode == 2 and b"token" in err, err
+
+
+async def test_a_token_is_checked_before_any_message(child_env, tmp_path: Path):
+    server, port = await start_tcp_server({**child_env, "DICE_LSP_TOKEN": "s3cret"})
+    try:
+        stranger = await connect(port)
+        stranger.send(open_saxpy(tmp_path / "saxpy.cu"))  # not an initialize: no token
+        with pytest.raises((EOFError, asyncio.IncompleteReadError, ConnectionError)):
+            await stranger.answer(0, timeout=15)
+
+        wrong = await connect(port)
+        answer = await wrong.initialize(tmp_path, {"token": "guess"})
+        assert answer["error"]["code"] == -32600 and "token" in answer["error"]["message"]
+        with pytest.raises((EOFError, asyncio.IncompleteReadError, ConnectionError)):
+            await wrong.answer(1, timeout=15)  # and the connection is closed
+
+        editor = await connect(port)
+        answer = await editor.initialize(tmp_path, {"token": "s3cret", "dice": {"candidates": 2}})
+        assert answer["result"]["serverInfo"]["name"] == "dice-lsp"
+        path = tmp_path / "saxpy.cu"
+        editor.send(open_saxpy(path))
+        assert "saxpy" in (await editor.call(1, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
+        # The token is not taken for a setting (no "unknown setting dice.token" warning).
+        await editor.call(2, "workspace/executeCommand", {"command": "dice.showCandidates", "arguments": [{}]})
+        warnings = [m for m in editor.received if m.get("method") == "window/showMessage"]
+        assert not any("token" in m["params"]["message"] for m in warnings), warnings
+    finally:
+        await end_process(server)
+
+
+async def test_a_bad_or_taken_port_is_one_line_not_a_traceback(child_env):
+    server, port = await start_tcp_server(child_env)
+    try:
+        for bad, code in ((str(port), 1), ("70000", 2)):
+            second = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "dice_lsp.server", "--tcp", "--port", bad, env=child_env, stderr=asyncio.subprocess.PIPE
+            )
+            _, err = await asyncio.wait_for(second.communicate(), 30)
+            assert second.returncode == code and b"Traceback" not in err and bad.encode() in err, err
+    finally:
+        await end_process(server)

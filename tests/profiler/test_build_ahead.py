@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from profiler.judge import BUILD_JOBS_ENV, build_jobs, half_the_cpus
-from profiler.kernelbench import pin_cuda_arch
+from profiler.run.kernelbench import pin_cuda_arch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ assert ext.twice(21) == 42
 
 LOAD = '''
 import json, sys
-from profiler.kernelbench import BUILDS, load_document
+from profiler.run.kernelbench import BUILDS, load_document
 load_document(sys.stdin.read(), "problem.py", "dice_candidate")
 print(json.dumps(BUILDS))
 '''

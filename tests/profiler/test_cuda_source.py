@@ -49,3 +49,13 @@ def test_find_kernel_errors_say_why():
         find_kernel(SOURCE, "nope")
     with pytest.raises(ValueError, match="no __global__ function"):
         find_kernel("int main() { return 0; }", None)
+
+
+def test_kernels_after_a_brace_left_open_are_still_found():
+    """The walk skips function bodies (most of a file of thousands of kernels), but not one
+    with a syntax error, which may hold the kernels after it while the user types."""
+    source = (
+        "__global__ void a(float* y)\n{\n    if (y) {\n        y[0] = 1.0f;\n}\n\n"
+        "__global__ void b(float* y)\n{\n    y[0] = 2.0f;\n}\n"
+    )
+    assert [k.name for k in find_kernels(source)] == ["a", "b"]

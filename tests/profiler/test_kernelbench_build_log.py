@@ -7,7 +7,7 @@ real profiler code. (Building for real needs a CUDA torch: see test_gpu_kernelbe
 
 from __future__ import annotations
 
-from profiler.kernelbench import map_build_log
+from profiler.run.kernelbench import map_build_log
 
 DOCUMENT = '''\
 import torch

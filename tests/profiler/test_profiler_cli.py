@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -69,6 +70,32 @@ def test_profile_compile_error_and_missing_spec(tmp_path):
     path.write_text("__global__ void k(float* y, int n) { y[0] = 1; }\n")
     out = dice("profile", str(path))
     assert out.returncode == 1 and "Add benchmark spec" in out.stdout
+
+
+@needs_nvcc
+def test_a_file_that_is_not_utf8_is_checked_with_a_warning_at_the_bad_byte(tmp_path):
+    path = tmp_path / "latin1.cu"
+    original = "// scale\n// caf\xe9 au lait\n__global__ void k(float* y) { y[0] = nope; }\n".encode("latin-1")
+    path.write_bytes(original)
+    out = dice("check", str(path), "--json")
+    assert out.returncode == 1, out.stderr
+    warning, error = json.loads(out.stdout)["diagnostics"]
+    assert (warning["line"], warning["column"], warning["severity"]) == (2, 7, "warning")
+    assert "not UTF-8: byte 0xe9" in warning["message"]
+    assert error["line"] == 3 and "nope" in error["message"]  # the rest of the file is still checked
+    profiled = dice("profile", str(path))
+    assert "Traceback" not in profiled.stderr and f"{path}:2:7: warning: not UTF-8" in profiled.stderr
+    assert path.read_bytes() == original
+
+
+def test_a_cache_folder_that_is_a_file_is_a_one_line_error(tmp_path, kernelbench_dir):
+    (tmp_path / "cache").write_text("not a folder")
+    done = subprocess.run([sys.executable, "-m", "dice_lsp.cli", "profile", str(kernelbench_dir / "level1" / "19_ReLU.py")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{tmp_path / 'cache'} is a file, not a folder" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_usage_errors_exit_2(tmp_path, repo_root):

@@ -7,50 +7,18 @@ runs for real on a machine without a GPU (the well-behaved one then reads "no_gp
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import time
+from pathlib import Path
 
 import pytest
 
 import profiler
 
-BASELINE = """\
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.rand(16, 16)]
-
-def get_init_inputs():
-    return []
-"""
-
-MODEL_NEW = """
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.clamp(x, min=0)
-"""
-
-
-def candidate(module_code: str) -> str:
-    return BASELINE + module_code + MODEL_NEW
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose (its parent has not reaped it yet)
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except OSError:
-        return False
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cases)
+BASELINE, candidate, _alive = cases.BASELINE, cases.candidate, cases.alive
 
 
 def test_hang_segfault_and_next_candidate(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.spec import SpecError, parse_spec, spec_template
+from profiler.spec import SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
 
 KERNEL = "__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n) { }\n"
 
@@ -131,3 +131,78 @@ def test_template_parses_as_a_complete_spec(kernel):
     assert spec.block == (256, 1, 1)
     total = next(iter(spec.buffers.values()))
     assert spec.grid[0] * 256 >= total
+
+
+@pytest.mark.parametrize(
+    "expression, column, expected",
+    [
+        ("1 << -1", 20, "expected a shift count from 0 to 63, got -1"),
+        ("1 << 100000000000", 20, "expected a shift count from 0 to 63, got 100000000000"),
+        ("1 >> 64", 20, "shift count from 0 to 63"),
+        ("(1 << 40) * (1 << 40)", 28, "fits in 64 bits, got about 2**80"),
+        ("-(1 << 63) - (1 << 63)", 29, "fits in 64 bits"),
+        ("123456789012345678901234567890", 18, "a number that fits in 64 bits"),
+        ("1" + "0" * 5000, 18, "a number that fits in 64 bits"),  # past Python's int-parse limit
+        ("1e400", 18, "fits in 64 bits, got inf"),
+        ("1e19 * 1e19", 23, "fits in 64 bits"),
+    ],
+)
+def test_values_are_bounded_before_they_are_computed(expression, column, expected):
+    source = f"// dice: let n = {expression}\n" + KERNEL
+    err = error_of(f"// dice: let n = {expression}\n")
+    assert (err.line, err.column) == (1, column), err
+    assert expected in err.message
+    # the editor's diagnostics get the same positioned error (a huge shift used to eat memory
+    # and leave the file without diagnostics)
+    (diagnostic,) = spec_errors_as_diagnostics(source)
+    assert (diagnostic.line, diagnostic.column) == (1, column) and expected in diagnostic.message
+
+
+def test_the_largest_values_still_evaluate():
+    spec = spec_of("// dice: let n = (1 << 63) + ((1 << 63) - 1)\n// dice: let a = -(1 << 63)\n"
+                   "// dice: buffer x[4], y[4]\n// dice: launch grid=1, block=4\n")["saxpy"]
+    assert spec.values == {"n": (1 << 64) - 1, "a": -(1 << 63)}
+
+
+TWO_KERNELS = (
+    "__global__ void scale(const float* x, float* y, int n) { }\n"
+    "\n"
+    "__global__ void negate(const float* a, float* b, int n) { }\n"
+)
+
+
+def test_two_kernels_each_with_its_own_spec():
+    src = (
+        "// dice: let n = 1024\n// dice: buffer x[n], y[n]\n// dice: inout y\n// dice: launch grid=4, block=256\n"
+        "__global__ void scale(const float* x, float* y, int n) { }\n"
+        "\n"
+        "// dice: let n = 64\n// dice: buffer a[n], b[n]\n// dice: launch grid=1, block=64\n"
+        "__global__ void negate(const float* a, float* b, int n) { }\n"
+    )
+    specs = parse_spec(src)
+    assert specs["scale"].buffers == {"x": 1024, "y": 1024} and specs["scale"].inout == {"y"}
+    assert specs["negate"].buffers == {"a": 64, "b": 64} and specs["negate"].inout == frozenset()
+    assert specs["negate"].args == {"n": 64} and specs["negate"].block == (64, 1, 1)
+    assert spec_errors_as_diagnostics(src) == []
+
+
+def test_two_kernels_after_add_spec_on_each():
+    # what the editor's "Add benchmark spec" does: the template inserted above each kernel
+    src = TWO_KERNELS
+    for name in ("scale", "negate"):
+        line = next(i for i, text in enumerate(src.splitlines(True)) if f"void {name}(" in text)
+        lines = src.splitlines(True)
+        src = "".join(lines[:line]) + spec_template(src, name) + "".join(lines[line:])
+    specs = parse_spec(src)
+    assert sorted(specs["scale"].buffers) == ["x", "y"] and sorted(specs["negate"].buffers) == ["a", "b"]
+
+
+def test_a_later_kernel_still_reports_its_own_bad_buffer():
+    src = (
+        "// dice: let n = 4\n// dice: buffer x[n], y[n]\n// dice: launch grid=1, block=4\n"
+        "__global__ void scale(const float* x, float* y, int n) { }\n"
+        "// dice: buffer q[n], b[n]\n"
+        "__global__ void negate(const float* a, float* b, int n) { }\n"
+    )
+    err = error_of(src, kernel="")
+    assert (err.line, err.column) == (5, 17) and "pointer parameter of negate, got 'q'" in err.message

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.stats import speedup_interval, summarize
-from profiler.timing import EscapeCheck, escaped_timer
+from profiler.measure.stats import speedup_interval, summarize
+from profiler.measure.timing import EscapeCheck, escaped_timer
 
 
 def test_summary_quantiles():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.verify import INT_POISON_BYTE, compare
+from profiler.measure.verify import INT_POISON_BYTE, compare
 
 
 def rng():

@@ -10,7 +10,7 @@ A second, short measurement catches work that escapes the events (launched on an
 stream): per run, wall-clock time from launch to a device synchronize against event time.
 
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
-PyTorch modules (KernelBench); profiler.device builds them.
+PyTorch modules (KernelBench); profiler.run.device builds them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from profiler.stats import Speedup, TimeSummary, speedup_interval, summarize
+from profiler.measure.stats import Speedup, TimeSummary, speedup_interval, summarize
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 WARMUP_RUNS = 3
@@ -74,13 +74,18 @@ def _timed_runs(fns: list[Callable[[], Any]], runs: int, ops: DeviceOps) -> list
 
 def time_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> TimeSummary:
     """One kernel alone (used to compare with triton.testing.do_bench)."""
+    return summarize(sample_one(fn, ops, budget_s=budget_s))
+
+
+def sample_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> list[float]:
+    """The event timings (ms) of one kernel alone, as many runs as budget_s allows."""
     for _ in range(WARMUP_RUNS):
         fn()
     (estimate,) = _timed_runs([fn], 5, ops)
     per_run_s = max(summarize(estimate).median_ms, 1e-3) / 1000
     runs = int(min(MAX_RUNS, max(MIN_RUNS, budget_s / per_run_s)))
     (samples,) = _timed_runs([fn], runs, ops)
-    return summarize(samples)
+    return samples
 
 
 def time_pair(baseline: Callable[[], Any], candidate: Callable[[], Any], ops: DeviceOps, *,

@@ -1,5 +1,5 @@
-"""Judge a KernelBench-format document inside the sandbox: `Model` of the baseline document
-against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
+"""Measure a KernelBench-format document inside the sandbox (profiler.verdict judges):
+`Model` of the baseline document against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
 is loaded), with the same weights, on fresh inputs from `get_inputs()`.
 
 Inputs: every set uses a fresh seed; float inputs that get_inputs() makes non-negative
@@ -8,6 +8,10 @@ them (some problems need positive inputs). Outputs: returned tensors, so "poison
 the allocator's free blocks of each output's size are filled with NaN bytes before every
 candidate run: an output the kernel leaves unwritten then reads as NaN, not as the
 baseline's last result.
+
+The candidate's Python runs in this process from the moment its document loads: the phase
+pipe is closed first (profiler.sandbox.channel), and everything measured after that is
+only as trustworthy as profiler.verdict's cross-checks make it.
 
 The request: {"kind": "kernelbench", "baseline": {"source", "filename"},
 "candidate": {...} | None, "seeds", "time_budget_s", "cuda_arch"}. A candidate of None
@@ -28,11 +32,10 @@ from typing import Any
 from profiler import gpu
 from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
-from profiler.results import Diagnostic, Verdict
-from profiler.runner import Phase
-from profiler.stats import CI_METHOD
-from profiler.timing import escape_check, escaped_timer, time_one, time_pair
-from profiler.verify import compare
+from profiler.results import Diagnostic
+from profiler.sandbox.channel import Phase
+from profiler.measure.timing import escape_check, sample_one, time_pair
+from profiler.measure.verify import compare
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -56,10 +59,9 @@ def _libraries(name: str) -> dict[str, float]:
 
 
 def _timing_builds_apart() -> None:
-    """Have load_inline/load report the phase "build extension" while they build, so that a
-    build of minutes does not eat the candidate's time limit (the sandbox gives builds a
-    limit of their own) while the rest of the module's code still counts; and record each
-    build in BUILDS."""
+    """Have load_inline/load set the phase "build extension" while they build, so that a
+    failure there reads as a build failure (the judge tells build time from run time on its
+    own, by the compilers it sees running); and record each build in BUILDS."""
     from torch.utils import cpp_extension
 
     for name in ("load_inline", "load"):
@@ -147,18 +149,16 @@ def _raising_line(exc: BaseException, filename: str) -> int:
     return line
 
 
-def _build_failure(exc: BaseException, document: str, filename: str) -> Verdict:
+def _build_failure(exc: BaseException, document: str, filename: str) -> dict:
     log = str(exc)
     if "Ninja is required" in log:  # the machine, not the candidate
-        return Verdict.failed("error", "load_inline needs ninja on this machine: pip install ninja")
+        return {"outcome": "error", "message": "load_inline needs ninja on this machine: pip install ninja"}
     diagnostics = map_build_log(log, document)
     if not diagnostics:
         tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]
         diagnostics = [Diagnostic(_raising_line(exc, filename), 1, "error",
                                   f"{type(exc).__name__}: {' '.join(tail)[:600]}")]
-    first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0])
-    return Verdict.failed("compile_error", f"does not build: line {first.line}: {first.message}",
-                          diagnostics=diagnostics)
+    return {"outcome": "compile_error", "how": "does not build", "diagnostics": [d.to_json() for d in diagnostics]}
 
 
 # ------------------------------------------------------------------ data
@@ -310,19 +310,19 @@ def _bytes_moved(inputs: list, outputs: list) -> int:
     return sum(t.numel() * t.element_size() for t in _tensors(inputs) + _tensors(outputs))
 
 
-# ------------------------------------------------------------------ the verdict
+# ------------------------------------------------------------------ the measurement
 
-def run_kernelbench(request: dict) -> Verdict:
-    verdict = _run_kernelbench(request)
+def run_kernelbench(request: dict) -> dict:
+    measurement = _run_kernelbench(request)
     if BUILDS:
-        verdict.extra["builds"] = BUILDS
-    return verdict
+        measurement.setdefault("extra", {})["builds"] = BUILDS
+    return measurement
 
 
-def _run_kernelbench(request: dict) -> Verdict:
+def _run_kernelbench(request: dict) -> dict:
     import torch
 
-    from profiler.device import torch_ops, torch_peak_bandwidth_gbs
+    from profiler.run.device import torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
     _strict_fp32()
@@ -336,25 +336,28 @@ def _run_kernelbench(request: dict) -> Verdict:
         base_module = load_document(baseline["source"], baseline["filename"], "dice_baseline")
     cand_module = None
     if candidate is not None:
-        Phase.set("load candidate")
+        # The candidate's Python runs from here on: it must not be able to report phases
+        # (a build phase would not count against its time limit).
+        Phase.close("load candidate")
         try:
             cand_module = load_document(candidate["source"], candidate["filename"], "dice_candidate")
         except Exception as exc:
             if not torch.cuda.is_available():
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                return Verdict.failed("no_gpu", f"not run: no GPU (the candidate cannot be built here: {first})")
+                return {"outcome": "no_gpu", "compiled": False,
+                        "message": f"not run: no GPU (the candidate cannot be built here: {first})"}
             return _build_failure(exc, candidate["source"], candidate["filename"])
     if one_file:
         base_module = cand_module
     if not torch.cuda.is_available():
-        return Verdict.failed("no_gpu", "loaded; not timed: no GPU", compiled=True)
+        return {"outcome": "no_gpu", "compiled": True, "message": "loaded; not timed: no GPU"}
     seeds = request["seeds"]
     gpu_name = torch.cuda.get_device_name()
     Phase.set("construct models")
     problem = Problem(base_module, cand_module, seeds[0])
     what = "second" if profiling else "candidate"
-    common = dict(gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
-    extra: dict = {"seeds": seeds, "ci_method": CI_METHOD}
+    common = dict(kind="kernelbench", profiling=profiling, gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
+    extra: dict = {"seeds": seeds}
     if problem.weights_note:
         extra["weights"] = problem.weights_note
     checked = 0
@@ -364,8 +367,8 @@ def _run_kernelbench(request: dict) -> Verdict:
         if problem_text is None and signed and problem.signed_ok is False:
             problem_text = problem.check(seed, False, what)  # the baseline needs non-negative inputs
         if problem_text is not None:
-            return Verdict.failed("wrong", f"wrong on input set {i + 1}: {problem_text}", compiled=True,
-                                  inputs_checked=checked, extra=extra, **common)
+            return {"outcome": "wrong", "where": i + 1, "problem": problem_text, "inputs_checked": checked,
+                    "extra": extra, **common}
         checked += 1
     extra["signed_inputs"] = bool(problem.signed_ok)
     Phase.set("timing")
@@ -377,61 +380,36 @@ def _run_kernelbench(request: dict) -> Verdict:
     cand_fn = lambda: runner(*cand_inputs)  # noqa: E731
     budget = float(request["time_budget_s"])
     moved = _bytes_moved(inputs, _tensors(base_fn()))
+    escape = None
     if profiling:
-        summary = time_one(base_fn, ops, budget_s=budget)
-        time_ms, base_ms, speedup = summary.median_ms, None, None
-        extra["timing"] = summary.to_json()
+        timing = {"candidate": sample_one(base_fn, ops, budget_s=budget)}
     else:
         pair = time_pair(base_fn, cand_fn, ops, budget_s=budget)
-        time_ms, base_ms, speedup = pair.candidate.median_ms, pair.baseline.median_ms, pair.speedup
-        extra["timing"] = pair.to_json()
-        base_escape, cand_escape = escape_check(base_fn, ops), escape_check(cand_fn, ops)
-        extra["escape_check"] = {"baseline": vars(base_escape), "candidate": vars(cand_escape)}
-        extra["escaped_timer"] = escaped_timer(base_escape, cand_escape)
+        timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
+        escape = {"baseline": vars(escape_check(base_fn, ops)), "candidate": vars(escape_check(cand_fn, ops))}
     extra["clocks_mhz"] = gpu.clocks_mhz()
     final = problem.check(seeds[-1], bool(problem.signed_ok), what)
     if final is not None:
-        return Verdict.failed("wrong", f"wrong on the input set checked after timing: {final}", compiled=True,
-                              inputs_checked=checked, extra=extra, **common)
+        return {"outcome": "wrong", "where": "after timing", "problem": final, "inputs_checked": checked,
+                "timing": timing, "escape": escape, "extra": extra, **common}
     checked += 1
     Phase.set("peak bandwidth")
-    peak = torch_peak_bandwidth_gbs(gpu_name, ops)
-    bandwidth = moved / (time_ms * 1e-3) / 1e9
-    extra["bytes_moved"] = moved
-    roof = f"{bandwidth:.0f} GB/s of inputs+outputs ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
-    against = "eager PyTorch Model"
-    if profiling:
-        return Verdict("not_faster", True, None, None, None, time_ms, None, [],
-                       f"Model: {time_ms:.4f} ms median (eager), {roof}; no ModelNew to compare with",
-                       inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak, extra=extra,
-                       **common)
-    if extra["escaped_timer"]:
-        wall = base_escape.wall_ms / cand_escape.wall_ms
-        return Verdict("not_faster", True, True, wall, None, cand_escape.wall_ms, base_escape.wall_ms, [],
-                       f"work escaped the CUDA events (another stream?): the events saw "
-                       f"{cand_escape.event_ms:.4f} ms, the device was busy {cand_escape.wall_ms:.4f} ms; "
-                       f"by wall clock {wall:.2f}x vs {against}, correct on {checked} input sets",
-                       inputs_checked=checked, extra=extra, **common)
-    status = "faster" if speedup.faster else "not_faster"
-    head = (f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})" if speedup.faster
-            else f"not faster: {speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)")
-    return Verdict(status, True, True, speedup.ratio, (speedup.low, speedup.high), time_ms, base_ms, [],
-                   f"{head} vs {against}, correct on {checked} input sets; {roof}",
-                   inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak, extra=extra,
-                   **common)
+    peak = torch_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
+    return {"outcome": "measured", "inputs_checked": checked, "timing": timing, "escape": escape, "peak_gbs": peak,
+            "bytes_moved": moved, "extra": extra, **common}
 
 
-def run_torch_compile(request: dict) -> Verdict:
+def run_torch_compile(request: dict) -> dict:
     """Time torch.compile(Model) against eager Model (a second baseline; merged into the
     candidate's verdict by profiler.judge)."""
     import torch
 
-    from profiler.device import torch_ops
+    from profiler.run.device import torch_ops
 
     torch.set_grad_enabled(False)
     _strict_fp32()
     if not torch.cuda.is_available():
-        return Verdict.failed("no_gpu", "not timed: no GPU")
+        return {"outcome": "no_gpu", "compiled": False, "message": "not timed: no GPU"}
     Phase.set("load baseline")
     module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
     model = module.Model(*module.get_init_inputs()).cuda()
@@ -443,6 +421,5 @@ def run_torch_compile(request: dict) -> Verdict:
     Phase.set("timing")
     pair = time_pair(lambda: model(*inputs), lambda: compiled(*inputs), torch_ops(),
                      budget_s=float(request["time_budget_s"]))
-    return Verdict("not_faster", True, None, None, None, pair.candidate.median_ms, pair.baseline.median_ms, [],
-                   "torch.compile(Model) timed", extra={"compile_ms": pair.candidate.median_ms,
-                                                        "eager_ms": pair.baseline.median_ms})
+    return {"outcome": "torch_compile", "timing": {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs,
+                                                   "seconds": pair.seconds}}

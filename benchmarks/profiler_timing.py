@@ -1,6 +1,6 @@
 """Profiler benchmarks on the GPU machine:
 
-1. Timing agreement: the profiler's timer (profiler.timing.time_one: CUDA events, L2 flush,
+1. Timing agreement: the profiler's timer (profiler.measure.timing.time_one: CUDA events, L2 flush,
    adaptive runs) against triton.testing.do_bench on the same kernels in the same process,
    alternating the two. Target: medians within 5%.
 2. Overhead: wall time of profiler.judge for one small .cu candidate (compile + verify + time,
@@ -12,7 +12,7 @@
 
 Writes $OUT/profiler_timing.json and $OUT/profiler_timing.md (a table for docs/benchmarks.md);
 OUT defaults to ./.device-out. Run from the repository root:
-    python bench/profiler_timing.py
+    python benchmarks/profiler_timing.py
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def agreement() -> list[dict]:
     except ImportError as exc:
         log(f"timing agreement NOT measured: {exc}")
         return []
-    from profiler.device import cupy_ops
-    from profiler.timing import time_one
+    from profiler.run.device import cupy_ops
+    from profiler.measure.timing import time_one
 
     module = cupy.RawModule(code=KERNELS)
     ops = cupy_ops()

@@ -2,16 +2,14 @@
 
 Imported only inside the sandbox process: importing CuPy or torch here is the point.
 Also the device's peak memory bandwidth, measured once per GPU with a large
-device-to-device copy and kept on disk, so that achieved bandwidth has a measured roof.
+device-to-device copy and kept by the judge, so that achieved bandwidth has a measured roof.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
-from profiler.paths import cache_dir
-from profiler.timing import L2_FLUSH_BYTES, DeviceOps, time_one
+from profiler.measure.timing import L2_FLUSH_BYTES, DeviceOps, time_one
 
 PEAK_COPY_BYTES = 1 << 30
 
@@ -45,37 +43,28 @@ def torch_ops() -> DeviceOps:
     )
 
 
-def peak_bandwidth_gbs(gpu: str, ops: DeviceOps, copy: Callable[[], None]) -> float:
-    """Measured device-to-device copy bandwidth (bytes read + written per second, in GB/s)
-    of `gpu`, from the on-disk cache when this GPU was measured before. `copy` copies
+def peak_bandwidth_gbs(ops: DeviceOps, copy: Callable[[], None], known: float | None) -> float:
+    """Measured device-to-device copy bandwidth (bytes read + written per second, in GB/s),
+    or `known` when the judge already measured this GPU (it keeps the number: a cache the
+    sandbox could write would be a cache a candidate could write). `copy` copies
     PEAK_COPY_BYTES from one buffer to another."""
-    path = cache_dir() / "peak_bandwidth.json"
-    try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if gpu in known:
-        return float(known[gpu])
+    if known:
+        return float(known)
     summary = time_one(copy, ops, budget_s=0.5)
-    gbs = 2 * PEAK_COPY_BYTES / (summary.median_ms * 1e-3) / 1e9
-    known[gpu] = gbs
-    tmp = path.with_suffix(f".{id(known)}.tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    tmp.replace(path)  # atomic: two sandboxes measuring at once never leave half a file
-    return gbs
+    return 2 * PEAK_COPY_BYTES / (summary.median_ms * 1e-3) / 1e9
 
 
-def cupy_peak_bandwidth_gbs(gpu: str, ops: DeviceOps) -> float:
+def cupy_peak_bandwidth_gbs(ops: DeviceOps, known: float | None) -> float:
     import cupy
 
     src = cupy.empty(PEAK_COPY_BYTES, dtype=cupy.uint8)
     dst = cupy.empty_like(src)
-    return peak_bandwidth_gbs(gpu, ops, lambda: dst.data.copy_from_device_async(src.data, PEAK_COPY_BYTES))
+    return peak_bandwidth_gbs(ops, lambda: dst.data.copy_from_device_async(src.data, PEAK_COPY_BYTES), known)
 
 
-def torch_peak_bandwidth_gbs(gpu: str, ops: DeviceOps) -> float:
+def torch_peak_bandwidth_gbs(ops: DeviceOps, known: float | None) -> float:
     import torch
 
     src = torch.empty(PEAK_COPY_BYTES, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    return peak_bandwidth_gbs(gpu, ops, lambda: dst.copy_(src))
+    return peak_bandwidth_gbs(ops, lambda: dst.copy_(src), known)

@@ -1,6 +1,7 @@
-"""Judge a .cu candidate inside the sandbox: build with NVRTC (CuPy), fill inputs, poison
-outputs, compare with the baseline on fresh input sets, time both interleaved, and check
-once more after timing (a kernel that is right only for the first few calls is caught).
+"""Measure a .cu candidate inside the sandbox (profiler.verdict judges): build with NVRTC
+(CuPy), fill inputs, poison outputs, compare with the baseline on fresh input sets, time
+both interleaved, and check once more after timing (a kernel that is right only for the
+first few calls is caught). The candidate is device code only: none of it runs on the host.
 
 The request (built by profiler.judge) carries the baseline's spec resolved to parameters:
     {"kind": "cuda", "kernel", "baseline": {"source", "filename"}, "candidate": ... | None,
@@ -28,11 +29,10 @@ from profiler import gpu
 from profiler.compile import content_key, find_nvcc, parse_compiler_output
 from profiler.dtypes import itemsize, storage_dtype
 from profiler.paths import cache_dir
-from profiler.results import Diagnostic, Verdict
-from profiler.runner import Phase
-from profiler.stats import CI_METHOD
-from profiler.timing import time_one, time_pair
-from profiler.verify import compare, is_float, poison_byte
+from profiler.results import Diagnostic
+from profiler.sandbox.channel import Phase
+from profiler.measure.timing import sample_one, time_pair
+from profiler.measure.verify import compare, is_float, poison_byte
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 
@@ -239,21 +239,18 @@ def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what
     return problem
 
 
-# ------------------------------------------------------------------ the verdict
+# ------------------------------------------------------------------ the measurement
 
 def _bytes_moved(params: list[dict]) -> int:
     factor = {"input": 1, "output": 1, "inout": 2}
     return sum(factor[p["role"]] * p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"])
 
 
-def _gbs(nbytes: int, ms: float) -> float:
-    return nbytes / (ms * 1e-3) / 1e9
-
-
-def run_cuda(request: dict) -> Verdict:
+def run_cuda(request: dict) -> dict:
+    """The measurement of one .cu request (profiler.verdict turns it into a Verdict)."""
     import cupy
 
-    from profiler.device import cupy_ops, cupy_peak_bandwidth_gbs
+    from profiler.run.device import cupy_ops, cupy_peak_bandwidth_gbs
 
     kernel, params = request["kernel"], request["params"]
     includes = request.get("include_dirs", [])
@@ -262,7 +259,7 @@ def run_cuda(request: dict) -> Verdict:
     try:
         base_built = build(request["baseline"]["source"], request["baseline"]["filename"], kernel, includes)
     except CompileFailed as exc:
-        return Verdict.failed("error", f"the baseline does not compile: {exc.diagnostics[0].message}")
+        return {"outcome": "error", "message": f"the baseline does not compile: {exc.diagnostics[0].message}"}
     candidate = request["candidate"]
     profiling = candidate is None
     Phase.set("compile")
@@ -270,63 +267,36 @@ def run_cuda(request: dict) -> Verdict:
         cand_built = base_built if profiling else build(candidate["source"], candidate["filename"], kernel,
                                                         includes)
     except CompileFailed as exc:
-        first = next((d for d in exc.diagnostics if d.severity == "error"), exc.diagnostics[0])
-        return Verdict.failed("compile_error", f"does not compile: line {first.line}: {first.message}",
-                              diagnostics=exc.diagnostics, kernel=kernel)
+        return {"outcome": "compile_error", "how": "does not compile", "kernel": kernel,
+                "diagnostics": [d.to_json() for d in exc.diagnostics]}
     device = cupy.cuda.Device()
     gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
     baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)
     what = "second" if profiling else "candidate"
     seeds = request["seeds"]
-    common = dict(kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
-                  shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2], compiled=True)
+    common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
+                  shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2])
     for checked, seed in enumerate(seeds[:-1]):
         problem = _check_set(baseline, cand, params, seed, what)
         if problem is not None:
-            return Verdict.failed("wrong", f"wrong on input set {checked + 1}: {problem}",
-                                  inputs_checked=checked, extra={"seeds": seeds}, **common)
+            return {"outcome": "wrong", "where": checked + 1, "problem": problem, "inputs_checked": checked,
+                    "extra": {"seeds": seeds}, **common}
     Phase.set("timing")
     ops = cupy_ops()
     budget = float(request["time_budget_s"])
-    extra: dict = {"seeds": seeds, "compiler": cand_built.compiler, "ci_method": CI_METHOD,
-                   "baseline_registers": base_built.registers}
+    extra: dict = {"seeds": seeds, "compiler": cand_built.compiler, "baseline_registers": base_built.registers}
     if profiling:
-        summary = time_one(baseline.launch, ops, budget_s=budget)
-        time_ms, base_ms, speedup = summary.median_ms, None, None
-        extra["timing"] = summary.to_json()
+        timing = {"candidate": sample_one(baseline.launch, ops, budget_s=budget)}
     else:
         pair = time_pair(baseline.launch, cand.launch, ops, budget_s=budget)
-        time_ms, base_ms, speedup = pair.candidate.median_ms, pair.baseline.median_ms, pair.speedup
-        extra["timing"] = pair.to_json()
+        timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
     extra["clocks_mhz"] = gpu.clocks_mhz()
     # Checked again after the timing runs: right at first and wrong later is still wrong.
     problem = _check_set(baseline, cand, params, seeds[-1], what)
     if problem is not None:
-        return Verdict.failed("wrong", f"wrong on the input set checked after timing: {problem}",
-                              inputs_checked=len(seeds) - 1, extra=extra, **common)
+        return {"outcome": "wrong", "where": "after timing", "problem": problem, "inputs_checked": len(seeds) - 1,
+                "timing": timing, "extra": extra, **common}
     Phase.set("peak bandwidth")
-    peak = cupy_peak_bandwidth_gbs(gpu_name, ops)
-    moved = _bytes_moved(params)
-    bandwidth = _gbs(moved, time_ms)
-    extra["bytes_moved"] = moved
-    if base_ms is not None:
-        extra["baseline_bandwidth_gbs"] = _gbs(moved, base_ms)
-    if request.get("flops"):
-        extra["tflops"] = request["flops"] / (time_ms * 1e-3) / 1e12
-        if base_ms is not None:
-            extra["baseline_tflops"] = request["flops"] / (base_ms * 1e-3) / 1e12
-    roof = f"{bandwidth:.0f} GB/s ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
-    if profiling:
-        spread = extra["timing"]["iqr_ms"]
-        return Verdict("not_faster", True, None, None, None, time_ms, None, [],
-                       f"{time_ms:.4f} ms median (IQR {spread:.4f} ms), {roof}; outputs fully written and "
-                       f"repeatable on {len(seeds)} input sets (nothing to compare with)",
-                       inputs_checked=len(seeds), bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak,
-                       extra=extra, **{k: v for k, v in common.items() if k != "compiled"})
-    status = "faster" if speedup.faster else "not_faster"
-    interval = f"{speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)"
-    message = (f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})" if speedup.faster
-               else f"not faster: {interval}") + f", correct on {len(seeds)} input sets; {roof}"
-    return Verdict(status, True, True, speedup.ratio, (speedup.low, speedup.high), time_ms, base_ms, [],
-                   message, inputs_checked=len(seeds), bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak,
-                   extra=extra, **{k: v for k, v in common.items() if k != "compiled"})
+    peak = cupy_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
+    return {"outcome": "measured", "inputs_checked": len(seeds), "timing": timing, "peak_gbs": peak,
+            "bytes_moved": _bytes_moved(params), "flops": request.get("flops"), "extra": extra, **common}

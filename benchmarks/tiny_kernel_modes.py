@@ -8,7 +8,7 @@ switching between rounds, so two timers that ran at different moments could be 1
 while neither is biased. The profiler's judging is not affected: it interleaves baseline
 and candidate run by run, so both see the same mode. Run from the repository root on the
 GPU machine:
-    python bench/tiny_kernel_modes.py
+    python benchmarks/tiny_kernel_modes.py
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def main() -> int:
     import numpy as np
     from triton.testing import do_bench
 
-    from profiler.device import cupy_ops
-    from profiler.timing import L2_FLUSH_BYTES, time_one
+    from profiler.run.device import cupy_ops
+    from profiler.measure.timing import L2_FLUSH_BYTES, time_one
 
     module = cupy.RawModule(code=KERNELS)
     memset_ops, kernel_ops = cupy_ops(), cupy_ops()

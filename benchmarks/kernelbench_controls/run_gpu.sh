@@ -3,7 +3,7 @@
 # `dice bench` run whose tables are printed as a user sees them, agreement with
 # `dice profile`, a wrong-only problem, the built-in model). From the repository root:
 #
-#   . scripts/device-setup.sh && bash bench/kernelbench_controls/run_gpu.sh [PYTEST -k EXPR]
+#   . scripts/device-setup.sh && bash benchmarks/kernelbench_controls/run_gpu.sh [PYTEST -k EXPR]
 #
 # Writes $OUT/bench/bench.log, $OUT/bench/{controls,builtin}-{results.json,speedups.png}.
 set -uo pipefail

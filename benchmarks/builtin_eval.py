@@ -1,7 +1,7 @@
 """Evaluate the built-in model on one-statement fills of kernels from held-out repositories.
 
-    python bench/builtin_eval.py [--model builtin] [--control NAME=DIR ...] [--corpus .corpus]
-    python bench/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
+    python benchmarks/builtin_eval.py [--model builtin] [--control NAME=DIR ...] [--corpus .corpus]
+    python benchmarks/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
 
 Cases: real kernels by other authors that the model never saw. scripts/build_corpus.py holds
 out whole packages (`held_out=True` in its SOURCES: the test split); from their files every
@@ -163,11 +163,11 @@ def random_twin(folder: Path, out: Path, seed: int) -> Path:
     (initialized as engine.train initializes before training)."""
     import torch
 
-    from engine.loading import load_checkpoint, save_checkpoint
+    from engine.loading import config_to_json, load_checkpoint, save_checkpoint
     from engine.train import TrainSettings, build_model
 
     _, tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
-    settings = TrainSettings(model=config.to_dict(), seed=seed)
+    settings = TrainSettings(model=config_to_json(config), seed=seed)
     model = build_model(settings, torch.device("cpu"))
     save_checkpoint(model.to(torch.bfloat16), tokenizer, out)
     return out

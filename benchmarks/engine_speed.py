@@ -1,6 +1,6 @@
 """Diffusion engine speed on the GPU machine, for a model of DICE-1.7B's shape.
 
-    python bench/engine_speed.py [--gen 128] [--skip-compiled]
+    python benchmarks/engine_speed.py [--gen 128] [--skip-compiled]
 
 Model: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
 embeddings, random bf16 weights; a 1024-token prompt; 4-token blocks.
@@ -45,7 +45,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.decode import decode, make_forward  # noqa: E402  (after the path is set)
+from engine.decode import decode  # noqa: E402  (after the path is set)
+from engine.fast_paths import make_forward  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -163,7 +164,9 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
     )
     with torch.device("cuda"):
         hf = Qwen3ForCausalLM(config).to(torch.bfloat16).eval()
-    hf.load_state_dict(model.state_dict(), strict=False)
+    from engine.loading import checkpoint_weights
+
+    hf.load_state_dict(checkpoint_weights(model), strict=False)
     ids = torch.tensor([prompt_ids()] * batch, device="cuda")
 
     def run(k: int) -> float:

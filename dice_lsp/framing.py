@@ -1,0 +1,121 @@
+"""LSP base-protocol frames (`Content-Length: N\\r\\n\\r\\n` + N bytes of JSON) read from a
+byte stream that may lie.
+
+pygls' own loop trusts the stream: a frame whose Content-Length counts characters rather
+than bytes leaves the rest of its body in front of the next header, which then never
+matches again (the server goes deaf), and a 100 GB Content-Length is a 100 GB read. Here
+every frame is bounded and every fault resynchronises on the next `Content-Length:` header;
+the caller hears about each fault, so that it can answer with a JSON-RPC error instead of
+silence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+# A 5 MB .cu file in a didOpen, JSON-escaped, is about 6 MB; leave room for larger ones.
+MAX_BODY = 64 * 1024 * 1024
+MAX_HEADERS = 8 * 1024
+_HEADER = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
+_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d{1,20})[ \t]*\r?\n", re.IGNORECASE)
+_END_OF_HEADERS = re.compile(rb"\r?\n\r?\n")
+
+
+@dataclass(frozen=True)
+class FrameFault:
+    """What was wrong with the bytes skipped to find the next frame; for the log and the client."""
+
+    message: str
+    code: int = -32700  # ParseError: no request id can be read from bytes that are not a frame
+
+
+ReadChunk = Callable[[], Awaitable[bytes]]
+
+
+class FrameReader:
+    """Frames from `read_chunk` (b"" at the end of the stream), as parsed JSON or FrameFault."""
+
+    def __init__(self, read_chunk: ReadChunk, max_body: int = MAX_BODY) -> None:
+        self._read_chunk = read_chunk
+        self._buffer = bytearray()
+        self._eof = False
+        self.max_body = max_body
+        # Between a fault and the next header every skipped byte belongs to that one fault.
+        self._resynchronising = False
+
+    async def _fill(self) -> bool:
+        if self._eof:
+            return False
+        chunk = await self._read_chunk()
+        if not chunk:
+            self._eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def _fault(self, message: str) -> FrameFault:
+        self._resynchronising = True
+        return FrameFault(message)
+
+    async def next(self) -> Any | FrameFault | None:
+        """The next message (a parsed JSON value), a fault that was skipped, or None at the end."""
+        while True:
+            header = _HEADER.search(self._buffer)
+            if header is None:
+                # Keep a tail that could be the start of a header cut between two chunks.
+                skipped = bytes(self._buffer[: max(0, len(self._buffer) - 32)])
+                del self._buffer[: len(skipped)]
+                if skipped.strip() and not self._resynchronising:
+                    return self._fault(f"skipped {len(skipped)} bytes that are not an LSP frame")
+                if not await self._fill():
+                    return None
+                continue
+            if header.start() and bytes(self._buffer[: header.start()]).strip() and not self._resynchronising:
+                skipped = header.start()
+                del self._buffer[:skipped]
+                return self._fault(f"skipped {skipped} bytes that are not an LSP frame")
+            del self._buffer[: header.start()]
+            self._resynchronising = False
+            end = _END_OF_HEADERS.search(self._buffer)
+            if end is None:
+                if len(self._buffer) > MAX_HEADERS:
+                    del self._buffer[: header.end() - header.start()]
+                    return self._fault(f"a header section longer than {MAX_HEADERS} bytes")
+                if not await self._fill():
+                    return None
+                continue
+            return await self._body(bytes(self._buffer[: end.start() + 2]), end.end())
+
+    async def _body(self, headers: bytes, body_start: int) -> Any | FrameFault | None:
+        length = _LENGTH.match(headers)
+        if length is None:
+            del self._buffer[:body_start]
+            return self._fault("a frame without a valid Content-Length")
+        size = int(length.group(1))
+        if size > self.max_body:
+            # Not read: whatever follows is skipped up to the next header.
+            del self._buffer[:body_start]
+            return self._fault(f"a frame of {size} bytes, over the limit of {self.max_body}")
+        while len(self._buffer) < body_start + size:
+            if not await self._fill():
+                return None
+        body = bytes(self._buffer[body_start : body_start + size])
+        del self._buffer[: body_start + size]
+        try:
+            return json.loads(body)
+        except ValueError:
+            pass
+        # A client that counted characters, not bytes, sent a body longer than it said: the
+        # rest is already here, up to the next header. Take the message if that completes it.
+        following = _HEADER.search(self._buffer)
+        rest = bytes(self._buffer[: following.start() if following else len(self._buffer)])
+        try:
+            message = json.loads(body + rest)
+        except ValueError:
+            return self._fault(f"a frame of {size} bytes that is not JSON")
+        del self._buffer[: len(rest)]
+        return message

@@ -1,0 +1,86 @@
+"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD`, started only by
+profiler.sandbox (behind its keeper), in a fresh process per request.
+
+It reads the request and the run's nonce from the control pipe, builds, verifies and times,
+and writes a *measurement* (raw numbers: timing samples, which input set failed and how,
+build records; see profiler.verdict) to the result pipe. It never decides a verdict: the
+judge's process does that, from the measurement and its own checks. CUDA errors that poison
+the context end the process at once after reporting where they happened.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import traceback
+
+from profiler.sandbox.channel import Phase, read_control, write_result
+
+# Phases in which a failure means the candidate did not build.
+BUILDING = ("compile", "load candidate", "build extension")
+
+
+def fault_measurement(exc: BaseException) -> dict:
+    """What went wrong, as raw facts (profiler.verdict decides crash or error)."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) and exc.name in ("cupy", "torch") else None
+    return {"outcome": "fault", "phase": Phase.current, "building": Phase.current in BUILDING,
+            "error": f"{type(exc).__name__}: {exc}".strip()[:4000], "missing_module": missing,
+            "traceback": traceback.format_exc()[-3000:]}
+
+
+def run(request: dict) -> dict:
+    kind = request["kind"]
+    if kind == "cuda":
+        from profiler.run.cuda import run_cuda
+
+        return run_cuda(request)
+    if kind == "kernelbench":
+        from profiler.run.kernelbench import run_kernelbench
+
+        return run_kernelbench(request)
+    if kind == "torch_compile":
+        from profiler.run.kernelbench import run_torch_compile
+
+        return run_torch_compile(request)
+    raise ValueError(f"unknown request kind {kind!r}")
+
+
+def die_with_parent(deadline_s: float) -> None:
+    """Never outlive the judge: die when the parent dies (Linux PR_SET_PDEATHSIG), and kill
+    the whole process group (children included) at a hard deadline, in case the parent is
+    alive but stuck or gone in a way the kernel does not report."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the deadline still holds
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+    watchdog = threading.Timer(deadline_s, os.killpg, args=(os.getpgrp(), signal.SIGKILL))
+    watchdog.daemon = True
+    watchdog.start()
+
+
+def main(argv: list[str]) -> int:
+    control_fd, phase_fd, result_fd = map(int, argv)
+    for fd in (control_fd, phase_fd, result_fd):
+        os.set_inheritable(fd, False)  # no process this one starts holds the judge's pipes
+    Phase.open(phase_fd, control_fd)
+    Phase.set("start-up")
+    request, nonce = read_control(control_fd)
+    die_with_parent(float(request.get("hard_deadline_s", 3600)))
+    try:
+        measurement = run(request)
+    except BaseException as exc:  # a measurement, whatever went wrong: the judge must hear of it
+        measurement = fault_measurement(exc)
+    write_result(result_fd, nonce, measurement)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after a GPU fault, destroying the context can hang or crash.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

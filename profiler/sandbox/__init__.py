@@ -1,0 +1,257 @@
+"""Run one request in a fresh harness process (`python -m profiler.run.harness`), behind a keeper.
+
+The boundary, as the judge's side enforces it:
+- the process gets an allowlisted environment (profiler.sandbox.environment), HOME and its
+  caches in a temporary folder of its own, resource limits, and a keeper process
+  (profiler.sandbox.keeper) that kills everything it started, setsid() or not;
+- the request goes in and the measurement comes back over pipes with a per-run nonce
+  (profiler.sandbox.channel); no file the process can write is read back;
+- the time limit is kept here, by this process's clock. Building is not running: a build
+  phase the harness reports before any candidate code runs (interpreter start-up, NVRTC,
+  torch.compile of the baseline) counts against a build allowance of its own
+  (BUILD_LIMIT_S), and so does, once candidate code runs, time in which a compiler process
+  (ninja, nvcc, the host compiler) runs under the sandbox, as seen in /proc. Nothing the
+  candidate says can extend either limit.
+
+A hang becomes "timeout", a death or a missing/forged result "crash" with the tail of the
+process's stderr; the caller's process is never at risk.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, accept_result, control_message
+from profiler.sandbox.environment import sandbox_environment
+from profiler.sandbox import keeper as _keeper
+from profiler.sandbox.keeper import descendants
+
+POLL_S = 0.05
+SCAN_S = 0.5  # how often /proc is read for compilers once candidate code runs (a full read of /proc)
+BUILD_LIMIT_S = 600.0
+STDERR_TAIL_CHARS = 2000
+KEEPER_GRACE_S = 5.0
+# Phases (reported before any candidate code runs) that count against the build allowance.
+BUILD_PHASES = ("start-up", "compile", "compile baseline", "torch.compile")
+# Process names (/proc/PID/comm, at most 15 characters) of the tools a load_inline build runs.
+BUILD_TOOLS = frozenset({"ninja", "nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "cc1plus", "cc1",
+                         "c++", "g++", "gcc", "cc", "ld", "collect2", "as", "x86_64-linux-gn", "clang", "clang++"})
+# The variable that marks every process of one sandbox (the second net, see _sweep).
+MARKER = "DICE_SANDBOX_MARKER"
+
+
+class Cancelled(Exception):
+    """should_cancel() said stop; the sandbox process was killed."""
+
+
+@dataclass
+class SandboxOutcome:
+    status: str  # "ok" (a genuine result came back) | "timeout" | "crash"
+    result: dict | None  # the measurement
+    returncode: int | None
+    stderr_tail: str
+    seconds: float  # wall clock of the whole process, by this process's clock
+    phase: str = ""  # what the harness said it was doing last
+    problem: str = ""  # why a result was not accepted
+    escaped: int = 0  # processes found alive after the keeper was done (and killed)
+
+    def why(self) -> str:
+        """One line on how the process ended, for a verdict's message."""
+        if self.status == "timeout":
+            return f"killed after {self.seconds:.0f} s, during {self.phase or 'start-up'} (over its time limit)"
+        rc = self.returncode
+        if rc is not None and rc < 0:
+            how = f"the sandbox's keeper was killed by {signal.Signals(-rc).name}"
+        elif rc is not None and rc > 128 and rc - 128 in signal.valid_signals():
+            how = f"killed by {signal.Signals(rc - 128).name}"
+        elif self.problem and self.problem != "no result":
+            how = f"exited with code {rc} and {self.problem}"
+        else:
+            how = f"exited with code {rc} and no result"
+        last = self.stderr_tail.strip().splitlines()[-1:] if self.stderr_tail.strip() else []
+        return how + (f": {last[0][:300]}" if last else "")
+
+
+class _ResultReader(threading.Thread):
+    """Reads the result pipe to its end (the judge must drain it while the harness writes)."""
+
+    def __init__(self, fd: int):
+        super().__init__(daemon=True)
+        self.fd, self.data = fd, bytearray()
+
+    def run(self) -> None:
+        with os.fdopen(self.fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                self.data += chunk
+                if len(self.data) > MAX_RESULT_BYTES:
+                    return  # rejected as too large; the rest is not read
+
+
+class _PhaseReader(threading.Thread):
+    """Reads the harness's phases until it says candidate code comes next, then closes the
+    phase pipe and only then lets the harness go on (one byte on the control pipe). So no
+    end of the phase pipe is left anywhere (not even this process's, which /proc/PID/fd
+    would let a process of the same user reopen for writing) once candidate code runs."""
+
+    def __init__(self, fd: int, control: int, request: bytes):
+        super().__init__(daemon=True)
+        self.fd, self.control, self.request = fd, control, request
+        self.phases: list[str] = []
+
+    def run(self) -> None:
+        try:
+            written = 0
+            while written < len(self.request):
+                written += os.write(self.control, self.request[written:])
+            with os.fdopen(self.fd, "rb", buffering=0) as pipe:
+                for line in pipe:
+                    if line.rstrip(b"\n") == CANDIDATE_NEXT:
+                        break
+                    self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
+                else:
+                    return  # the harness ended without running candidate code
+            os.write(self.control, GO)
+        except OSError:
+            pass  # the harness is gone; its exit says why
+        finally:
+            os.close(self.control)
+
+
+def _compiling(root: int) -> bool:
+    for pid in descendants(root):
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as comm:
+                if comm.read().strip().decode(errors="replace") in BUILD_TOOLS:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _sweep(marker: str) -> int:
+    """Kill every process of this user whose environment carries the sandbox's marker: the
+    second net, for a candidate that killed its keeper before escaping. Returns how many."""
+    needle = f"{MARKER}={marker}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                if needle not in environ.read().split(b"\0"):
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            killed += 1
+        except OSError:
+            continue
+    return killed
+
+
+def _stop(keeper: subprocess.Popen) -> None:
+    """Have the keeper kill everything below it; kill it (and its group) if it does not."""
+    if keeper.poll() is None:
+        try:
+            keeper.send_signal(signal.SIGTERM)
+            keeper.wait(KEEPER_GRACE_S)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            pass
+    try:
+        os.killpg(keeper.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    keeper.wait()
+
+
+def run_sandboxed(request: dict, time_limit: float, *,
+                  should_cancel: Callable[[], bool] | None = None,
+                  env: dict[str, str] | None = None,
+                  extensions: Path | None = None) -> SandboxOutcome:
+    """Run `request` through profiler.run.harness in a new process; raises Cancelled when
+    should_cancel() turns true (the process is killed first). `env` adds allowlisted
+    variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
+    (default: a fresh one inside the sandbox)."""
+    folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
+    try:
+        return _run(request, time_limit, folder, should_cancel, env, extensions or folder / "extensions")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, extensions: Path) -> SandboxOutcome:
+    nonce = secrets.token_hex(32)
+    marker = secrets.token_hex(16)
+    child_env = {**sandbox_environment(folder, extensions, env), MARKER: marker}
+    # The harness kills itself past this, should this process die without killing it.
+    request = {**request, "hard_deadline_s": time_limit + BUILD_LIMIT_S + 60.0}
+    control_r, control_w = os.pipe()
+    phase_r, phase_w = os.pipe()
+    result_r, result_w = os.pipe()
+    child_fds = (control_r, phase_w, result_w)
+    work = folder / "work"
+    work.mkdir()
+    started = time.monotonic()
+    with open(folder / "stderr.log", "wb") as err:
+        try:
+            keeper = subprocess.Popen(
+                [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
+                 sys.executable, "-m", "profiler.run.harness", *map(str, child_fds)],
+                cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
+                start_new_session=True, pass_fds=child_fds,
+            )
+        except BaseException:
+            for fd in (control_w, phase_r, result_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        phase_reader = _PhaseReader(phase_r, control_w, control_message(request, nonce))
+        result_reader = _ResultReader(result_r)
+        phase_reader.start()
+        result_reader.start()
+        phases = phase_reader.phases
+        timed_out, build_s, last, last_scan, compiling = False, 0.0, started, 0.0, False
+        try:
+            while keeper.poll() is None:
+                if should_cancel is not None and should_cancel():
+                    raise Cancelled("cancelled")
+                now = time.monotonic()
+                if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
+                    building = bool(phases) and phases[-1] in BUILD_PHASES or not phases
+                else:
+                    if now - last_scan >= SCAN_S:
+                        compiling, last_scan = _compiling(keeper.pid), now
+                    building = compiling
+                if building:
+                    build_s += now - last
+                last = now
+                if build_s > BUILD_LIMIT_S or now - started - build_s > time_limit:
+                    timed_out = True
+                    break
+                time.sleep(POLL_S)
+        finally:
+            # Whatever happened, nothing the candidate started outlives this call.
+            _stop(keeper)
+            escaped = _sweep(marker)
+    seconds = time.monotonic() - started
+    phase_reader.join(KEEPER_GRACE_S)
+    result_reader.join(KEEPER_GRACE_S)
+    stderr = (folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
+    phase = phases[-1] if phases else ""
+    if timed_out:
+        return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped)
+    measurement, problem = accept_result(bytes(result_reader.data), nonce)
+    status = "ok" if measurement is not None and keeper.returncode == 0 else "crash"
+    return SandboxOutcome(status, measurement if status == "ok" else None, keeper.returncode, stderr, seconds,
+                          phase, problem, escaped)

@@ -1,0 +1,105 @@
+"""The pipes between the judge and a sandboxed harness, both ends.
+
+Three pipes, created by the judge and inherited by the harness as numbered descriptors
+(the keeper between them keeps no copy):
+- control (judge -> harness): the request and a fresh random nonce, one JSON line; later
+  one byte, GO, that lets the harness run candidate code;
+- phase (harness -> judge): what the harness is doing, one name a line. Before a
+  candidate's Python runs, the harness sends CANDIDATE_NEXT, closes its end and waits for
+  GO, which the judge sends once it has closed its own end: from then on the pipe exists
+  nowhere, and no candidate can claim to be building;
+- result (harness -> judge): one JSON object, {"nonce", "measurement"}, written once at the
+  end. The judge accepts the stream only if it is exactly one such object carrying the
+  nonce; anything else is a crash. Nothing on disk is read back.
+
+The nonce stops a candidate from answering for the harness without reading the harness's
+memory (writing a result file, writing a forged object to the pipe it finds under
+/proc/self/fd: the judge sees two objects, or none with the nonce). A candidate that reads
+the nonce out of the harness's memory (gc, frames, ctypes) can forge measurements; that is
+why the judge trusts measurements only as far as profiler.verdict's cross-checks go.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+
+MAX_RESULT_BYTES = 64 << 20
+CANDIDATE_NEXT = b"#candidate-code-next"
+GO = b"!"
+
+
+class Phase:
+    """What the harness is doing now, for messages, and reported to the judge while the
+    phase pipe is open (the judge counts build phases against the build allowance)."""
+
+    current = "start-up"
+    _fd: int | None = None
+    _control: int | None = None
+
+    @classmethod
+    def open(cls, fd: int, control: int) -> None:
+        cls._fd, cls._control = fd, control
+
+    @classmethod
+    def set(cls, name: str) -> None:
+        cls.current = name
+        if cls._fd is not None:
+            os.write(cls._fd, name.encode() + b"\n")
+
+    @classmethod
+    def close(cls, last: str) -> None:
+        """Report `last`, close the phase pipe for good and wait until the judge has closed
+        its end too: candidate code runs next."""
+        cls.set(last)
+        if cls._fd is None:
+            return
+        os.write(cls._fd, CANDIDATE_NEXT + b"\n")
+        os.close(cls._fd)
+        cls._fd = None
+        go = os.read(cls._control, 1)
+        os.close(cls._control)
+        cls._control = None
+        if go != GO:
+            raise RuntimeError("the judge did not let candidate code run")
+
+
+def read_control(fd: int) -> tuple[dict, str]:
+    """The harness's side: (request, nonce), one JSON line; the pipe stays open for GO
+    (which the judge sends only after the harness has read the request and asked)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise EOFError("the control pipe closed before the request ended")
+        line += chunk
+    message = json.loads(line)
+    return message["request"], message["nonce"]
+
+
+def write_result(fd: int, nonce: str, measurement: dict) -> None:
+    with os.fdopen(fd, "wb") as pipe:
+        pipe.write(json.dumps({"nonce": nonce, "measurement": measurement}).encode())
+
+
+def control_message(request: dict, nonce: str) -> bytes:
+    return json.dumps({"request": request, "nonce": nonce}).encode() + b"\n"
+
+
+def accept_result(data: bytes, nonce: str) -> tuple[dict | None, str]:
+    """The judge's side: (measurement, "") for a genuine result, else (None, why not)."""
+    if not data:
+        return None, "no result"
+    if len(data) > MAX_RESULT_BYTES:
+        return None, f"a result of {len(data)} bytes (over {MAX_RESULT_BYTES})"
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return None, "a result that is not one JSON object (written to by something else?)"
+    if not isinstance(message, dict) or not isinstance(message.get("nonce"), str) \
+            or not isinstance(message.get("measurement"), dict):
+        return None, "a malformed result"
+    if not hmac.compare_digest(message["nonce"], nonce):
+        return None, "a result without this run's nonce (forged)"
+    return message["measurement"], ""

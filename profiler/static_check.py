@@ -1,0 +1,57 @@
+"""Patterns of cheating in a candidate's source, in the spirit of KernelBench's
+kernel_static_checker: each found is a named flag on the verdict (profiler.verdict).
+
+A flag is a reason to look, not proof: the judge's guarantees do not rest on it (see the
+README's threat model), and a determined candidate can hide from any regular expression.
+It catches the plain forms: work on other streams or threads, patched timers, comparison
+or library functions (Model runs in the candidate's process, so a patched torch.relu would
+change the baseline's answer too), reaching into the harness's memory, reading the
+environment, writing files. Only what the candidate adds counts: a pattern that the baseline document
+holds as often is the user's, not the candidate's.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\.cuda\.(?:Event|synchronize|" \
+          r"current_stream|default_stream)|elapsed_time|cupy\.cuda\.get_elapsed_time)"
+_COMPARISONS = r"(?:torch\.(?:allclose|isclose|equal|testing(?:\.\w+)?)|numpy\.allclose|np\.allclose|" \
+               r"np\.array_equal|assert_close)"
+
+PATTERNS: dict[str, tuple[str, ...]] = {
+    # Work the CUDA events on the launch stream do not see.
+    "other_stream": (r"torch\.cuda\.Stream\s*\(", r"torch\.cuda\.stream\s*\(", r"cudaStreamCreate",
+                     r"getStreamFromPool", r"cuda\.Stream\s*\("),
+    "threads": (r"\bimport\s+threading\b", r"\bthreading\.", r"\bmultiprocessing\b", r"concurrent\.futures",
+                r"std::thread", r"\bos\.fork\b", r"\bsubprocess\b", r"pthread_create"),
+    "timer_patch": (rf"{_TIMERS}\s*=(?!=)", rf"setattr\s*\([^)]*['\"](?:perf_counter|time|monotonic|"
+                    r"elapsed_time|synchronize|Event|record)['\"]"),
+    "comparison_patch": (rf"{_COMPARISONS}\s*=(?!=)", r"setattr\s*\([^)]*['\"](?:allclose|isclose|equal|"
+                         r"assert_close|compare)['\"]", r"\bprofiler\.", r"\bsys\.modules\b"),
+    # Model runs in the same process: a library function patched there changes the baseline too.
+    # (torch.backends: precision switches, not patches; cuda and comparisons: the two above.)
+    "library_patch": (r"\b(?:torch|nn|F|np|numpy|math|operator|builtins)\."
+                      r"(?!backends\.|cuda\.|allclose|isclose|equal|testing|array_equal)[\w.]+\s*=(?!=)",),
+    # Reaching into the harness: its frames, its objects, raw memory.
+    "introspection": (r"\bgc\.get_(?:objects|referrers|referents)\b", r"\bsys\._getframe\b", r"\bimport\s+inspect\b",
+                      r"\binspect\.", r"\bctypes\b", r"/proc/self", r"\b__builtins__\b", r"\bimport\s+builtins\b",
+                      r"f_back\b", r"f_locals\b", r"f_globals\b", r"/proc/",
+                      r"\bsetattr\s*\((?!\s*self\b)", r"\b__dict__\b", r"\b__globals__\b"),
+    "environment": (r"\bos\.environ\b", r"\bgetenv\s*\(", r"\benviron\b"),
+    "file_write": (r"\bopen\s*\([^)]*['\"][wax]b?\+?['\"]", r"\.write_(?:text|bytes)\s*\(", r"\bos\.(?:write|open|"
+                   r"remove|unlink|rename|replace|symlink|link|chmod|makedirs|mkdir)\s*\(", r"\bshutil\.",
+                   r"\bfopen\s*\([^)]*\"[wa]", r"std::ofstream"),
+}
+
+_COMPILED = {name: [re.compile(p) for p in patterns] for name, patterns in PATTERNS.items()}
+
+
+def _counts(source: str) -> dict[str, int]:
+    return {name: sum(len(p.findall(source)) for p in patterns) for name, patterns in _COMPILED.items()}
+
+
+def static_flags(candidate: str, baseline: str = "") -> list[str]:
+    """The names of the patterns the candidate holds more often than the baseline does."""
+    theirs, ours = _counts(candidate), _counts(baseline)
+    return [name for name in PATTERNS if theirs[name] > ours[name]]

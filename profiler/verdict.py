@@ -1,0 +1,294 @@
+"""The one place a verdict is decided, in the judge's process, for .cu and KernelBench alike.
+
+The sandboxed harness sends a measurement (raw facts: which input set failed and why, the
+timing samples of every run, event-against-wall-clock numbers, the measured peak
+bandwidth); this module checks that the measurement is possible and turns it into a
+Verdict: correctness, the speedup and its interval (recomputed here from the samples),
+status and message. What it cannot check it flags:
+
+- timings that do not fit the process's wall clock (by this process's clock) are
+  rejected: a crash verdict, nothing measured;
+- a KernelBench baseline timed in the candidate's process that is not the baseline timed
+  in a process of its own (no candidate code) within REFERENCE_TOLERANCE is rejected: a
+  timer patched for the whole process scales both sides alike, and shows here;
+- a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspiciously
+  fast: check" (flag "suspiciously_fast");
+- the candidate's source is read for patterns of cheating (profiler.static_check); each
+  found is a named flag. A flagged verdict keeps its numbers but is never applied by
+  itself (dice_lsp.jobs.best_candidate): the user chooses. A candidate that patches the
+  timer or the comparison, or reaches into the harness's memory (CHEAT_FLAGS), would
+  have written its own numbers: it gets an "error" verdict, nothing proven.
+
+Never imports torch or CuPy (numpy, for the statistics, only when a measurement arrives).
+"""
+
+from __future__ import annotations
+
+import math
+
+from profiler.results import Diagnostic, Verdict
+from profiler.sandbox import SandboxOutcome
+
+# A KernelBench ModelNew this much faster than eager PyTorch is more often a cheat than a kernel.
+SUSPICIOUS_SPEEDUP = 10.0
+# Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
+FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
+               "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
+# How far the baseline timed beside the candidate may be from the baseline timed alone.
+REFERENCE_TOLERANCE = 3.0
+# Flags under which the harness's numbers are the candidate's to choose.
+CHEAT_FLAGS = {"timer_patch": "patches a timer", "comparison_patch": "patches a comparison or the profiler",
+               "library_patch": "patches a library function the baseline uses too",
+               "introspection": "reaches into the harness (frames, objects, raw memory)"}
+MISSING_MODULE_HINTS = {"cupy": "pip install 'dice-lsp[gpu]' (cupy-cuda13x)", "torch": "pip install torch"}
+
+
+class Rejected(ValueError):
+    """A measurement that is malformed or impossible."""
+
+
+def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **fields) -> Verdict:
+    """The verdict of one sandboxed run. `fields` (diagnostics, kernel) fill what the
+    measurement left empty; `flags` are the static checker's, for a candidate's source."""
+    if outcome.status != "ok":
+        status = "timeout" if outcome.status == "timeout" else "crash"
+        verdict = Verdict.failed(status, f"{'timed out' if status == 'timeout' else 'crashed'}: {outcome.why()}",
+                                 **fields)
+        verdict.extra["stderr_tail"] = outcome.stderr_tail
+    else:
+        try:
+            verdict = from_measurement(outcome.result, outcome.seconds)
+        except (Rejected, KeyError, TypeError, ValueError) as exc:
+            verdict = Verdict.failed("crash", f"crashed: measurements rejected: {exc}", **fields)
+        for key, value in fields.items():
+            if getattr(verdict, key) in (None, []):
+                setattr(verdict, key, value)
+    if outcome.escaped:
+        flags = [*(flags or []), "escaped_sandbox"]
+        verdict.message += f"; {outcome.escaped} process(es) outlived the sandbox's keeper and were killed"
+    cheats = [name for name in flags or [] if name in CHEAT_FLAGS]
+    if cheats and verdict.status in ("faster", "not_faster", "correct_untimed"):
+        reasons = "; ".join(f"{CHEAT_FLAGS[name]} ({name})" for name in cheats)
+        untrusted = verdict
+        verdict = Verdict.failed("error", f"not judged: the candidate {reasons}, so its measurements are its own",
+                                 compiled=untrusted.compiled, gpu=untrusted.gpu, kernel=untrusted.kernel,
+                                 extra={"untrusted_message": untrusted.message})
+    if flags:
+        _flag(verdict, *flags)
+    return verdict
+
+
+def _flag(verdict: Verdict, *names: str) -> None:
+    known = verdict.extra.setdefault("flags", [])
+    new = [n for n in names if n not in known]
+    known += new
+    if new and verdict.status in ("faster", "not_faster"):
+        verdict.message += f"; flagged: {', '.join(new)}"
+
+
+def from_measurement(m: dict, wall_s: float) -> Verdict:
+    outcome = m["outcome"]
+    if outcome == "fault":
+        return _fault(m)
+    if outcome == "error":
+        return Verdict.failed("error", str(m["message"]))
+    if outcome == "no_gpu":
+        return Verdict.failed("no_gpu", str(m["message"]), compiled=bool(m["compiled"]))
+    if outcome == "compile_error":
+        diagnostics = [Diagnostic.from_json(d) for d in m["diagnostics"]]
+        if not diagnostics:
+            raise Rejected("a compile error without diagnostics")
+        first = next((d for d in diagnostics if d.severity == "error"), diagnostics[0])
+        kernel = {"kernel": m["kernel"]} if m.get("kernel") else {}
+        return Verdict.failed("compile_error", f"{m['how']}: line {first.line}: {first.message}",
+                              diagnostics=diagnostics, **kernel)
+    if outcome == "wrong":
+        return _wrong(m, wall_s)
+    if outcome == "measured":
+        return _measured(m, wall_s)
+    raise Rejected(f"unknown outcome {outcome!r}")
+
+
+def _fault(m: dict) -> Verdict:
+    name = m.get("missing_module")
+    if name in MISSING_MODULE_HINTS:
+        return Verdict.failed("error", f"the profiler needs {name} to run kernels here: {MISSING_MODULE_HINTS[name]}")
+    text = str(m["error"])
+    first_line = (text.splitlines() or [""])[0][:400]
+    fault = any(word.lower() in text.lower() for word in FAULT_WORDS)
+    return Verdict.failed("crash" if fault else "error", f"{m['phase']}: {first_line}", compiled=not m["building"],
+                          extra={"traceback": str(m.get("traceback", ""))})
+
+
+def _common(m: dict) -> dict:
+    keys = ("kernel", "gpu", "registers", "shared_bytes")
+    return {k: m[k] for k in keys if m.get(k) is not None}
+
+
+def _samples(values, what: str) -> list[float]:
+    if not isinstance(values, list) or not values:
+        raise Rejected(f"no {what} timing samples")
+    out = [float(v) for v in values]
+    if not all(math.isfinite(v) and v > 0 for v in out):
+        raise Rejected(f"{what} timing samples that are not positive numbers")
+    return out
+
+
+def _timing(m: dict, wall_s: float) -> tuple[list[float] | None, list[float]]:
+    """(baseline samples or None when profiling, candidate samples), checked against the
+    wall clock of the whole process: runs that took longer than the process lived did not
+    happen as reported."""
+    timing = m["timing"]
+    cand = _samples(timing["candidate"], "candidate")
+    base = None if m["profiling"] else _samples(timing["baseline"], "baseline")
+    if base is not None and (len(base) != len(cand) or len(base) < 2):
+        raise Rejected("baseline and candidate runs are not paired")
+    event_s = (sum(cand) + sum(base or [])) / 1000
+    claimed_s = float(timing.get("seconds", 0.0))
+    if event_s > wall_s or claimed_s > wall_s:
+        raise Rejected(f"the timings ({max(event_s, claimed_s):.2f} s) exceed the process's wall clock "
+                       f"({wall_s:.2f} s)")
+    return base, cand
+
+
+def _timing_json(base: list[float] | None, cand: list[float], seconds: float) -> dict:
+    from profiler.measure.stats import summarize
+
+    if base is None:
+        return summarize(cand).to_json()
+    return {"baseline": summarize(base).to_json(), "candidate": summarize(cand).to_json(), "runs": len(base),
+            "seconds": seconds}
+
+
+def _wrong(m: dict, wall_s: float) -> Verdict:
+    extra = dict(m.get("extra", {}))
+    where = m["where"]
+    if where == "after timing":
+        base, cand = _timing(m, wall_s)
+        extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
+        head = "wrong on the input set checked after timing"
+    else:
+        head = f"wrong on input set {int(where)}"
+    return Verdict.failed("wrong", f"{head}: {m['problem']}", compiled=True, inputs_checked=int(m["inputs_checked"]),
+                          extra=extra, **_common(m))
+
+
+def _measured(m: dict, wall_s: float) -> Verdict:
+    from profiler.measure.stats import CI_METHOD, speedup_interval, summarize
+
+    base, cand = _timing(m, wall_s)
+    extra = dict(m.get("extra", {}))
+    extra["ci_method"] = CI_METHOD
+    extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
+    time_ms = summarize(cand).median_ms
+    base_ms = None if base is None else summarize(base).median_ms
+    checked = int(m["inputs_checked"])
+    peak = float(m["peak_gbs"])
+    moved = int(m["bytes_moved"])
+    bandwidth = moved / (time_ms * 1e-3) / 1e9
+    extra["bytes_moved"] = moved
+    common = _common(m)
+    sizes = dict(inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak)
+    kernelbench = m["kind"] == "kernelbench"
+    if kernelbench:
+        roof = f"{bandwidth:.0f} GB/s of inputs+outputs ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
+    else:
+        roof = f"{bandwidth:.0f} GB/s ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
+        if base_ms is not None:
+            extra["baseline_bandwidth_gbs"] = moved / (base_ms * 1e-3) / 1e9
+        if m.get("flops"):
+            extra["tflops"] = m["flops"] / (time_ms * 1e-3) / 1e12
+            if base_ms is not None:
+                extra["baseline_tflops"] = m["flops"] / (base_ms * 1e-3) / 1e12
+    if base is None:
+        if kernelbench:
+            message = f"Model: {time_ms:.4f} ms median (eager), {roof}; no ModelNew to compare with"
+        else:
+            message = (f"{time_ms:.4f} ms median (IQR {extra['timing']['iqr_ms']:.4f} ms), {roof}; outputs fully "
+                       f"written and repeatable on {checked} input sets (nothing to compare with)")
+        return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
+    if kernelbench:
+        escaped = _escaped(m, extra)
+        if escaped is not None:
+            return escaped
+    speedup = speedup_interval(base, cand)
+    against = " vs eager PyTorch Model" if kernelbench else ""
+    if speedup.faster:
+        head = f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})"
+    else:
+        head = f"not faster: {speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)"
+    verdict = Verdict("faster" if speedup.faster else "not_faster", True, True, speedup.ratio,
+                      (speedup.low, speedup.high), time_ms, base_ms, [],
+                      f"{head}{against}, correct on {checked} input sets; {roof}", extra=extra, **sizes, **common)
+    if kernelbench and speedup.ratio > SUSPICIOUS_SPEEDUP:
+        verdict.message += f"; suspiciously fast (over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch): check"
+        _flag(verdict, "suspiciously_fast")
+    return verdict
+
+
+def _escaped(m: dict, extra: dict) -> Verdict | None:
+    """The not-faster verdict of work that escaped the CUDA events, or None."""
+    from profiler.measure.timing import EscapeCheck, escaped_timer
+
+    raw = m["escape"]
+    checks = {side: EscapeCheck(float(raw[side]["event_ms"]), float(raw[side]["wall_ms"]))
+              for side in ("baseline", "candidate")}
+    if not all(math.isfinite(v) and v >= 0 for c in checks.values() for v in (c.event_ms, c.wall_ms)):
+        raise Rejected("escape-check numbers that are not times")
+    base_escape, cand_escape = checks["baseline"], checks["candidate"]
+    extra["escape_check"] = {side: vars(c) for side, c in checks.items()}
+    extra["escaped_timer"] = escaped_timer(base_escape, cand_escape)
+    if not extra["escaped_timer"]:
+        return None
+    if cand_escape.wall_ms <= 0:
+        raise Rejected("a wall-clock time of zero")
+    wall = base_escape.wall_ms / cand_escape.wall_ms
+    checked = int(m["inputs_checked"])
+    return Verdict("not_faster", True, True, wall, None, cand_escape.wall_ms, base_escape.wall_ms, [],
+                   f"work escaped the CUDA events (another stream?): the events saw {cand_escape.event_ms:.4f} ms, "
+                   f"the device was busy {cand_escape.wall_ms:.4f} ms; by wall clock {wall:.2f}x vs eager PyTorch "
+                   f"Model, correct on {checked} input sets", inputs_checked=checked, extra=extra, **_common(m))
+
+
+def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
+    """`verdict` when its baseline time agrees with the baseline timed alone (reference_ms,
+    in a process that ran no candidate code), else a crash: the candidate's process timed
+    what did not happen."""
+    if reference_ms is None or verdict.baseline_ms is None or verdict.speedup_ci is None:
+        return verdict
+    ratio = verdict.baseline_ms / reference_ms
+    if 1 / REFERENCE_TOLERANCE <= ratio <= REFERENCE_TOLERANCE:
+        verdict.extra["reference_ms"] = reference_ms
+        return verdict
+    rejected = Verdict.failed("crash", f"crashed: measurements rejected: the baseline timed beside the candidate "
+                                       f"({verdict.baseline_ms:.4f} ms) is not the baseline timed alone "
+                                       f"({reference_ms:.4f} ms)", compiled=verdict.compiled, gpu=verdict.gpu,
+                              kernel=verdict.kernel, extra={"untrusted_message": verdict.message})
+    for name in verdict.extra.get("flags", []):
+        _flag(rejected, name)
+    return rejected
+
+
+def reference_ms(outcome: SandboxOutcome) -> float | None:
+    """The median time of Model alone from a profiling run of the baseline (no candidate)."""
+    if outcome.status != "ok":
+        return None
+    verdict = from_outcome(outcome)
+    return verdict.time_ms if verdict.status == "not_faster" and verdict.baseline_ms is None else None
+
+
+def torch_compile_ms(outcome: SandboxOutcome) -> tuple[float | None, float | None, str]:
+    """(torch.compile(Model)'s median time, eager Model's, "") from their own sandboxed run,
+    or (None, None, why not)."""
+    if outcome.status != "ok":
+        return None, None, outcome.why()
+    m = outcome.result
+    if m.get("outcome") != "torch_compile":
+        return None, None, from_outcome(outcome).message
+    try:
+        eager, compiled = _timing({**m, "profiling": False}, outcome.seconds)
+    except (Rejected, KeyError, TypeError, ValueError) as exc:
+        return None, None, f"measurements rejected: {exc}"
+    from profiler.measure.stats import summarize
+
+    return summarize(compiled).median_ms, summarize(eager).median_ms, ""

@@ -1,0 +1,330 @@
+"""Attacks on the judge by a hostile candidate, on a machine without a GPU.
+
+A KernelBench candidate is Python that runs inside the sandboxed harness while its module
+loads, so every attack here runs for real on the CPU: forging the result, reading the
+editor's environment, claiming to build to stretch the time limit, leaving a process
+behind, poisoning the build folder of a later candidate. None may yield a correct or
+faster verdict, a secret, or a survivor. (The attacks that need a candidate timed on a GPU
+are in test_gpu_trust_boundary.py.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+import profiler
+from profiler.sandbox.channel import accept_result
+from profiler.static_check import static_flags
+from profiler.verdict import SUSPICIOUS_SPEEDUP, from_measurement
+
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cases)
+BASELINE, MODEL_NEW, candidate = cases.BASELINE, cases.MODEL_NEW, cases.candidate
+
+# What the harness wrote before this change (a Verdict as JSON), and what it sends now.
+FORGED_VERDICT = {"status": "faster", "compiled": True, "correct": True, "speedup": 50.0,
+                  "speedup_ci": [49.0, 51.0], "time_ms": 0.01, "baseline_ms": 0.5, "diagnostics": [],
+                  "message": "50.00x faster (49.00-51.00), correct on 4 input sets", "inputs_checked": 4,
+                  "gpu": "NVIDIA H200"}
+FORGED_MEASUREMENT = {"outcome": "measured", "kind": "kernelbench", "profiling": False, "gpu": "NVIDIA H200",
+                      "kernel": "ModelNew", "inputs_checked": 4, "peak_gbs": 4000.0, "bytes_moved": 2048,
+                      "timing": {"baseline": [0.5] * 20, "candidate": [0.01] * 20, "seconds": 0.1},
+                      "escape": {"baseline": {"event_ms": 0.5, "wall_ms": 0.5},
+                                 "candidate": {"event_ms": 0.01, "wall_ms": 0.01}}}
+
+# Writes the forged verdict where the old harness wrote its result, and a forged message
+# (with a made-up nonce) on every pipe this process holds, then leaves before the harness
+# can answer.
+FORGE = f"""
+import json as _json, os as _os
+_forged = {FORGED_VERDICT!r}
+_folder = _os.environ.get("DICE_SANDBOX_DIR", _os.getcwd())
+open(_os.path.join(_folder, "result.json"), "w").write(_json.dumps(_forged))
+for _fd in _os.listdir("/proc/self/fd"):
+    try:
+        if _os.readlink(f"/proc/self/fd/{{_fd}}").startswith("pipe:"):
+            _os.write(int(_fd), _json.dumps({{"nonce": "0" * 64, "measurement": {FORGED_MEASUREMENT!r}}}).encode())
+    except OSError:
+        pass
+_os._exit(0)
+"""
+
+
+def assert_nothing_proven(verdict: profiler.Verdict) -> None:
+    assert verdict.status not in ("faster", "not_faster", "correct_untimed"), verdict.message
+    assert verdict.correct is not True and verdict.speedup is None and verdict.time_ms is None
+    assert "50.00x" not in verdict.message
+
+
+def test_a_result_forged_at_module_level_is_a_crash():
+    (verdict,) = profiler.judge(BASELINE, [candidate(FORGE)], "relu.py", time_limit=30.0)
+    assert_nothing_proven(verdict)
+    assert verdict.status == "crash", verdict.message
+
+
+def test_a_result_forged_from_the_class_body_is_a_crash():
+    indented = "\n".join("    " + line for line in FORGE.strip().splitlines())
+    body = f"\nclass ModelNew(nn.Module):\n{indented}\n    def forward(self, x):\n        return x\n"
+    (verdict,) = profiler.judge(BASELINE, [candidate("", body)], "relu.py", time_limit=30.0)
+    assert_nothing_proven(verdict)
+    assert verdict.status == "crash", verdict.message
+
+
+def test_the_channel_accepts_only_one_object_with_the_run_nonce():
+    nonce = secrets.token_hex(32)
+    genuine = json.dumps({"nonce": nonce, "measurement": {"outcome": "error", "message": "x"}}).encode()
+    assert accept_result(genuine, nonce)[0] == {"outcome": "error", "message": "x"}
+    forged = json.dumps({"nonce": "0" * 64, "measurement": {"outcome": "error", "message": "x"}}).encode()
+    assert accept_result(forged, nonce) == (None, "a result without this run's nonce (forged)")
+    # a forged object written before the genuine one: the stream is not one object
+    assert accept_result(forged + genuine, nonce)[0] is None
+    assert accept_result(b"", nonce) == (None, "no result")
+
+
+def test_the_candidate_sees_no_secret_of_the_editors_environment(tmp_path, monkeypatch):
+    secret = "dice-secret-" + secrets.token_hex(8)
+    monkeypatch.setenv("DICE_TEST_API_TOKEN", secret)
+    monkeypatch.setenv("HF_TOKEN", secret)
+    report = tmp_path / "environment.json"
+    spy = candidate(f"import json, os\nopen({str(report)!r}, 'w').write(json.dumps("
+                    "{'environ': dict(os.environ), 'proc': open('/proc/self/environ').read()}))\n")
+    (verdict,) = profiler.judge(BASELINE, [spy], "relu.py", time_limit=30.0)
+    seen = report.read_text()
+    assert secret not in seen
+    environ = json.loads(seen)["environ"]
+    assert environ["HOME"] != str(Path.home()) and "dice-sandbox-" in environ["HOME"]
+    assert "PATH" in environ  # what a build needs still passes
+    assert verdict.status == "no_gpu"
+    assert "environment" in verdict.extra["flags"]
+
+
+def test_claiming_to_build_does_not_stretch_the_time_limit():
+    # The harness used to report phases in a file the candidate could write; "building"
+    # did not count against the limit (600 s of its own).
+    stretch = candidate("""
+import os, time
+folder = os.environ.get("DICE_SANDBOX_DIR", os.getcwd())
+while True:
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                os.write(int(fd), b"build extension\\n")
+        except OSError:
+            pass
+    open(os.path.join(folder, "phase"), "w").write("build extension")
+    # and every pipe its ancestors read from, reopened for writing through /proc
+    pid = os.getpid()
+    for _ in range(4):
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                flags = int(open(f"/proc/{pid}/fdinfo/{fd}").read().split("flags:")[1].split()[0], 8)
+                if flags & 3 == 0 and os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+                    end = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(end, b"compile\\n")
+                    os.close(end)
+            except (OSError, IndexError, ValueError):
+                pass
+    time.sleep(0.05)
+""")
+    started = time.monotonic()
+    give_up = started + 90
+    (verdict,) = profiler.judge(BASELINE, [stretch], "relu.py", time_limit=3.0,
+                                should_cancel=lambda: time.monotonic() > give_up)
+    assert verdict.status == "timeout" and "time limit" in verdict.message
+    assert time.monotonic() - started < 60
+
+
+def test_a_process_that_leaves_the_session_dies_with_the_sandbox(tmp_path):
+    pid_file = tmp_path / "escaped.pid"
+    escape = candidate(f"""
+import os, time
+first = os.fork()
+if first == 0:
+    os.setsid()  # out of the sandbox's process group
+    if os.fork() == 0:  # and orphaned: handed to the nearest subreaper
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+    os._exit(0)
+os.waitpid(first, 0)
+while not os.path.exists({str(pid_file)!r}):
+    time.sleep(0.01)
+""")
+    (verdict,) = profiler.judge(BASELINE, [escape], "relu.py", time_limit=30.0)
+    assert verdict.status == "no_gpu", verdict.message
+    cases.assert_dies(int(pid_file.read_text()))
+    assert "threads" in verdict.extra["flags"]
+
+
+def test_killing_the_keeper_before_escaping_is_a_crash_and_the_escapee_dies(tmp_path):
+    pid_file = tmp_path / "escaped.pid"
+    escape = candidate(f"""
+import os, signal, time
+keeper = os.getppid()
+if os.fork() == 0:
+    os.setsid()
+    open({str(pid_file)!r}, "w").write(str(os.getpid()))
+    time.sleep(600)
+while not os.path.exists({str(pid_file)!r}):
+    time.sleep(0.01)
+os.kill(keeper, signal.SIGKILL)
+time.sleep(600)
+""")
+    (verdict,) = profiler.judge(BASELINE, [escape], "relu.py", time_limit=30.0)
+    assert verdict.status == "crash" and "keeper was killed" in verdict.message, verdict.message
+    cases.assert_dies(int(pid_file.read_text()))
+
+
+def _listing_candidate(report: Path, extra: str = "") -> str:
+    """Records what its build folder holds when it starts, then builds (writes a file)."""
+    return candidate(f"""
+import json, os, pathlib
+ext = pathlib.Path(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
+with open({str(report)!r}, "a") as report:
+    report.write(json.dumps(sorted(os.listdir(ext))) + "\\n")
+(ext / "built.so").write_text("built by this candidate")
+{extra}
+""")
+
+
+POISON = """
+import os, pathlib
+ext = pathlib.Path(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
+for folder in [ext, *ext.parent.iterdir()]:
+    if folder.is_dir():
+        (folder / "poison.so").write_text("poison")
+"""
+
+
+def test_a_candidate_cannot_poison_a_later_candidates_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the old shared cache lived here
+    report = tmp_path / "listings.jsonl"
+    honest = _listing_candidate(report)
+    poisoner = candidate(POISON)
+    profiler.judge(BASELINE, [honest, honest], "relu.py", time_limit=30.0)
+    first, again = [json.loads(line) for line in report.read_text().splitlines()]
+    assert first == [] and again == ["built.so"]  # its own build, verified, is kept for it
+    report.unlink()
+    profiler.judge(BASELINE, [honest, poisoner, honest], "relu.py", time_limit=30.0)
+    first, again = [json.loads(line) for line in report.read_text().splitlines()]
+    assert first == [] and "poison.so" not in again and again == []  # tampered with: emptied
+
+
+# ------------------------------------------------------------------ the judge's own checks
+
+def test_timings_that_do_not_fit_the_wall_clock_are_rejected():
+    verdict = from_measurement(FORGED_MEASUREMENT, wall_s=5.0)
+    assert verdict.status == "faster" and "suspiciously_fast" in verdict.extra["flags"]
+    assert "suspiciously fast" in verdict.message and verdict.speedup > SUSPICIOUS_SPEEDUP
+    impossible = {**FORGED_MEASUREMENT, "timing": {"baseline": [500.0] * 20, "candidate": [10.0] * 20}}
+    with pytest.raises(ValueError, match="wall clock"):
+        from_measurement(impossible, wall_s=5.0)
+    unpaired = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.01] * 19}}
+    with pytest.raises(ValueError, match="paired"):
+        from_measurement(unpaired, wall_s=5.0)
+    negative = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [-0.01] * 20}}
+    with pytest.raises(ValueError, match="positive"):
+        from_measurement(negative, wall_s=5.0)
+
+
+def test_static_checks_name_each_pattern_the_candidate_adds():
+    cases = {
+        "other_stream": "s = torch.cuda.Stream()\n",
+        "threads": "import threading\n",
+        "timer_patch": "torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n",
+        "comparison_patch": "torch.allclose = lambda *a, **k: True\n",
+        "library_patch": "torch.relu = lambda x: x\n",
+        "introspection": "import gc\nframes = gc.get_objects()\n",
+        "environment": "token = os.environ['HF_TOKEN']\n",
+        "file_write": "open('/tmp/x', 'w').write('y')\n",
+    }
+    for name, code in cases.items():
+        assert static_flags(candidate(code), BASELINE) == [name], name
+    assert static_flags(candidate(""), BASELINE) == []
+    assert static_flags(candidate("torch.backends.cuda.matmul.allow_tf32 = True\n"), BASELINE) == []
+    # the user's own baseline reading the environment is not the candidate's doing
+    user = BASELINE + "import os\nDEBUG = os.environ.get('DEBUG')\n"
+    assert static_flags(user + MODEL_NEW, user) == []
+
+
+def test_a_flagged_verdict_is_never_applied_by_itself():
+    from dice_lsp.jobs import best_candidate
+
+    flagged = from_measurement(FORGED_MEASUREMENT, wall_s=5.0)
+    honest = from_measurement({**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}},
+                              wall_s=5.0)
+    assert honest.status == "faster" and "flags" not in honest.extra
+    assert best_candidate([flagged, honest]) == 1
+    assert best_candidate([flagged]) is None
+
+
+def test_a_baseline_timed_unlike_the_baseline_alone_is_rejected():
+    from profiler.verdict import against_reference
+
+    # A timer patched for the whole process scales the baseline's runs too: 50x faster
+    # "measured" against a baseline that took 0.5 ms here and 25 ms alone.
+    measured = from_measurement({**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}},
+                                wall_s=5.0)
+    assert against_reference(measured, 0.6) is measured and measured.extra["reference_ms"] == 0.6
+    rejected = against_reference(measured, 25.0)
+    assert_nothing_proven(rejected)
+    assert rejected.status == "crash" and "timed alone" in rejected.message
+
+
+def test_a_cheating_pattern_means_nothing_is_proven():
+    from profiler.sandbox import SandboxOutcome
+    from profiler.verdict import from_outcome
+
+    honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}}
+    outcome = SandboxOutcome("ok", honest, 0, "", 5.0)
+    assert from_outcome(outcome, flags=["threads"]).status == "faster"  # flagged, still measured
+    verdict = from_outcome(outcome, flags=["timer_patch"])
+    assert_nothing_proven(verdict)
+    assert verdict.status == "error" and "patches a timer" in verdict.message
+    assert verdict.extra["flags"] == ["timer_patch"]
+
+
+@pytest.mark.slow
+def test_a_real_build_counts_against_the_build_allowance_not_the_time_limit():
+    # The judge sees the compilers running under the sandbox (no phase the candidate
+    # reports): a C++ load_inline build of tens of seconds fits a 5 s time limit.
+    pytest.importorskip("ninja", reason="load_inline needs ninja: pip install ninja")
+    name = f"dice_allowance_{secrets.token_hex(4)}"
+    building = candidate(f"""
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(name={name!r}, cpp_sources="int twice(int x) {{ return 2 * x; }}", functions=["twice"])
+assert ext.twice(21) == 42
+""")
+    started = time.monotonic()
+    (verdict,) = profiler.judge(BASELINE, [building], "relu.py", time_limit=5.0)
+    print(f"{time.monotonic() - started:.1f} s:", verdict.status, verdict.message)
+    assert verdict.status == "no_gpu", verdict.message
+    assert time.monotonic() - started > 5.0  # it did build, past the time limit
+
+
+def test_the_environment_is_an_allowlist(tmp_path):
+    from profiler.sandbox.environment import PACKAGE_ROOT, sandbox_environment
+
+    source = {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "1", "NVIDIA_DRIVER_CAPABILITIES": "all",
+              "TORCH_CUDA_ARCH_LIST": "9.0", "CXX": "g++", "HF_TOKEN": "secret", "AWS_SECRET_ACCESS_KEY": "secret",
+              "SSH_AUTH_SOCK": "/tmp/agent", "LD_PRELOAD": "/tmp/evil.so", "HOME": "/root",
+              "TORCH_EXTENSIONS_DIR": "/shared/cache", "PYTHONPATH": "/opt/lib", "DICE_ENGINE_TOKEN": "secret"}
+    env = sandbox_environment(tmp_path, tmp_path / "ext", {"CUDA_VISIBLE_DEVICES": "", "OTHER": "x"}, source)
+    assert "secret" not in env.values() and "SSH_AUTH_SOCK" not in env and "LD_PRELOAD" not in env
+    assert "OTHER" not in env  # overrides pass the same allowlist
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["NVIDIA_DRIVER_CAPABILITIES"] == "all"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0" and env["CXX"] == "g++" and env["PATH"].endswith("/usr/bin")
+    assert env["HOME"].startswith(str(tmp_path)) and env["TORCH_EXTENSIONS_DIR"] == str(tmp_path / "ext")
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [PACKAGE_ROOT, "/opt/lib"]

@@ -6,9 +6,17 @@ inference (the special tokens split the prompt, so each part is encoded on its o
 
     <|fim_suffix|> suffix <|fim_prefix|> prefix <|fim_middle|> middle <|endoftext|>
 
-Span kinds: one statement (a line without its indentation), the tail of a line, a few
-lines, a block body (the lines between a `{` that ends a line and its `}`: loop bodies, if
-bodies, function bodies).
+Span kinds, drawn like editor selections: one statement (a line without its indentation,
+what `dice fill --range` of the README selects), an expression (the right-hand side of an
+assignment, or the inside of a call's parentheses), the tail of a line, a few lines, a block
+body (the lines between a `{` that ends a line and its `}`: loop bodies, if bodies, whole
+function bodies).
+
+The end of the span is marked: the middle is followed by <|endoftext|>, and the rest of its
+last block is <|endoftext|> too (at inference the decoder fills the whole block in which the
+answer ends, so the model learns that nothing follows the end). Every token carries a role
+(ROLE_*), by which engine/train.py weights the loss: the middle and its end token are what a
+fill asks of the model, the context only teaches CUDA.
 
 Examples are packed into rows of `seq_len` tokens. Each starts at a multiple of the block
 size with positions from 0, as a prompt does at inference, and attends only to itself; the
@@ -25,6 +33,7 @@ import numpy as np
 
 PAD_DOC = 1_000_000   # doc ids at or above this are padding (one per block)
 CHARS_PER_TOKEN = 4   # generous: a context window of room * 4 characters fills room tokens
+ROLE_CONTEXT, ROLE_MIDDLE, ROLE_END, ROLE_AFTER_END, ROLE_PAD = range(5)
 
 
 @dataclass
@@ -47,11 +56,12 @@ class FimTokens:
 @dataclass
 class Batch:
     """Packed rows: ids [B, T]; doc [B, T] (which example; PAD_DOC and above: padding);
-    pos [B, T] (position inside its example)."""
+    pos [B, T] (position inside its example); role [B, T] (ROLE_*)."""
 
     ids: np.ndarray
     doc: np.ndarray
     pos: np.ndarray
+    role: np.ndarray
 
 
 @dataclass
@@ -86,25 +96,57 @@ class CorpusSplit:
         return self.blocks[self.block_start[f]:self.block_end[f]]
 
 
+STATEMENT, EXPRESSION, LINE_TAIL, LINES, BLOCK_BODY = range(5)
+SPAN_KINDS = np.array([0.35, 0.15, 0.05, 0.2, 0.25])   # drawn with these probabilities
+
+
+def expression_span(line: str, rng: np.random.Generator) -> tuple[int, int] | None:
+    """Offsets in `line` of an expression an editor user would select: the right-hand side
+    of an assignment (up to its `;`), or the inside of a pair of parentheses."""
+    choices = []
+    eq = [k for k in range(1, len(line) - 1) if line[k] == "=" and line[k - 1] not in "=!<>+-*/%&|^"
+          and line[k + 1] != "="]
+    if eq:
+        start = eq[0] + 1 + (line[eq[0] + 1] == " ")
+        end = len(line.rstrip()) - line.rstrip().endswith(";")
+        if end > start:
+            choices.append((start, end))
+    opened: list[int] = []
+    for k, ch in enumerate(line):
+        if ch == "(":
+            opened.append(k)
+        elif ch == ")" and opened:
+            a = opened.pop()
+            if k > a + 1:
+                choices.append((a + 1, k))
+    if not choices:
+        return None
+    return choices[rng.integers(len(choices))]
+
+
 def random_span(data: CorpusSplit, f: int, rng: np.random.Generator) -> Span | None:
     """A random middle in file f, or None when the file has no span of the drawn kind."""
     lines = data.file_lines(f)
     content = np.nonzero(lines[:, 2] > lines[:, 1])[0]
     if len(content) == 0:
         return None
-    kind = rng.random()
-    if kind < 0.3:                                   # one statement
-        i = content[rng.integers(len(content))]
+    kind = rng.choice(len(SPAN_KINDS), p=SPAN_KINDS)
+    i = content[rng.integers(len(content))]
+    if kind == STATEMENT:
         return Span(f, int(lines[i, 1]), int(lines[i, 2]))
-    if kind < 0.4:                                   # the tail of a line, from a space
-        i = content[rng.integers(len(content))]
+    if kind == EXPRESSION:
+        found = expression_span(data.texts[f][lines[i, 1]:lines[i, 2]], rng)
+        if found is None:
+            return None
+        return Span(f, int(lines[i, 1]) + found[0], int(lines[i, 1]) + found[1])
+    if kind == LINE_TAIL:                            # from a space to the end of the line
         text = data.texts[f][lines[i, 1]:lines[i, 2]]
         spaces = [k for k, ch in enumerate(text) if ch == " "]
         if not spaces:
             return None
         cut = int(lines[i, 1]) + spaces[rng.integers(len(spaces))] + 1
         return Span(f, cut, int(lines[i, 2]))
-    if kind < 0.65:                                  # a few lines
+    if kind == LINES:
         a = rng.integers(len(content))
         b = min(len(content) - 1, a + rng.integers(1, 8))
         return Span(f, int(lines[content[a], 1]), int(lines[content[b], 2]))
@@ -167,7 +209,7 @@ class FimSampler:
     def layout(self, ex: Example, room: int) -> np.ndarray | None:
         """The example's tokens with its context cut to fit `room`, or None if it cannot."""
         s = self.special
-        budget = room - len(ex.middle) - 4
+        budget = room - len(ex.middle) - 4 - self.block_size   # room for the end's block
         if len(ex.middle) > self.max_middle or budget < self.MIN_CONTEXT:
             return None
         n_suffix = min(len(ex.suffix), int(budget * self.rng.uniform(0.2, 0.5)))
@@ -177,30 +219,39 @@ class FimSampler:
         return np.array([s.fim_suffix, *ex.suffix[:n_suffix], s.fim_prefix, *prefix,
                          s.fim_middle, *ex.middle, s.eos], dtype=np.int64)
 
-    def row(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def row(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         ids = np.full(self.seq_len, self.special.eos, dtype=np.int64)
         doc = np.full(self.seq_len, -1, dtype=np.int64)
         pos = np.zeros(self.seq_len, dtype=np.int64)
+        role = np.full(self.seq_len, ROLE_PAD, dtype=np.int64)
         at, n, tries = 0, 0, 0
         while self.seq_len - at >= self.MIN_CONTEXT + 8 and tries < 8:
-            tokens = self.layout(self.next_example(), self.seq_len - at)
+            ex = self.next_example()
+            tokens = self.layout(ex, self.seq_len - at)
             tries += 1
             if tokens is None:
                 continue
+            # The example runs to the end of the block its <|endoftext|> is in (ids stay EOS
+            # there), and the next one starts on a block boundary, as a prompt does.
+            length = -(-len(tokens) // self.block_size) * self.block_size
             ids[at:at + len(tokens)] = tokens
-            doc[at:at + len(tokens)] = n
-            pos[at:at + len(tokens)] = np.arange(len(tokens))
-            # The next example starts on a block boundary, as a prompt does.
-            at += -(-len(tokens) // self.block_size) * self.block_size
+            doc[at:at + length] = n
+            pos[at:at + length] = np.arange(length)
+            end = at + len(tokens) - 1
+            role[at:end - len(ex.middle)] = ROLE_CONTEXT
+            role[end - len(ex.middle):end] = ROLE_MIDDLE
+            role[end] = ROLE_END
+            role[end + 1:at + length] = ROLE_AFTER_END
+            at += length
             n += 1
         # Padding: its own "example" per block, so that every query attends to something.
         pad = doc < 0
         doc[pad] = PAD_DOC + np.arange(self.seq_len)[pad] // self.block_size
-        return ids, doc, pos
+        return ids, doc, pos, role
 
     def batch(self, rows: int) -> Batch:
-        ids, doc, pos = zip(*(self.row() for _ in range(rows)))
-        return Batch(np.stack(ids), np.stack(doc), np.stack(pos))
+        ids, doc, pos, role = zip(*(self.row() for _ in range(rows)))
+        return Batch(np.stack(ids), np.stack(doc), np.stack(pos), np.stack(role))
 
     def state(self) -> dict:
         return {"rng": self.rng.bit_generator.state, "pending": self.pending}

@@ -15,9 +15,14 @@ from engine.decode import decode
 from engine.fast_paths import FAST_PATHS
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
+from engine.scope import fits_span, scope_of, unknown_names
 from engine.types import Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
+# A sampled FIM fill draws this many times the candidates asked for and keeps the best
+# ranked (engine.scope): a small model often invents a name, and a candidate that cannot
+# compile is a wasted slot for the user.
+FIM_OVERSAMPLE = 2
 
 
 class LocalEngine(EngineBase):
@@ -48,9 +53,16 @@ class LocalEngine(EngineBase):
         return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype)
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
-        """Decode the request's n answers as one batch."""
+        """The request's n answers; a sampled FIM fill draws more and keeps the best ranked."""
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
+            if self.config.prompt_format == "fim" and request.sampling.temperature != 0:
+                drawn = self.decode_batch(replace(request, n=request.n * FIM_OVERSAMPLE), on_progress, should_cancel)
+                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
+        return self.decode_batch(request, on_progress, should_cancel)
+
+    def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
+        """Decode the request's n answers as one batch."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
@@ -88,3 +100,18 @@ class LocalEngine(EngineBase):
         prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
                                     line_tokens=line_tokens)
         return replace(request, prefix=prefix, suffix=suffix)
+
+
+def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:
+    """Candidates reordered (stably): distinct ones first; among them those in the shape of
+    the selection, then those whose names are all in scope (engine.scope)."""
+    scope = scope_of(prefix, suffix)
+    seen: set[str] = set()
+
+    def key(c: Candidate) -> tuple[bool, bool, bool]:
+        repeat = c.text in seen
+        seen.add(c.text)
+        return repeat, not fits_span(c.text, prefix, suffix), bool(unknown_names(c.text, scope))
+
+    keys = [key(c) for c in candidates]
+    return [c for _, c in sorted(zip(keys, candidates), key=lambda pair: pair[0])]

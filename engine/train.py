@@ -12,11 +12,16 @@ giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
   blocks < b, which is exactly what a block being denoised sees at inference;
 - nothing crosses from one packed example to another.
 
-The loss is the mean cross-entropy over masked positions, unweighted: with 4-token blocks the
-MDLM 1/t weight takes the values 4, 2, 1.33, 1 and mostly amplifies the noise of blocks with
-one masked token; the weighted form only matters for likelihood bounds, not for fills.
-All tokens of an example are noised (prompt and middle), so the model also learns CUDA
-itself from the context; the middle is what decoding asks of it.
+The loss is a weighted mean of the cross-entropy over masked positions, the weight set by
+each token's role (engine/fim_data.py): 1 on the middle, `end_weight` on the <|endoftext|>
+that marks the span's end (a fill is right only if it stops exactly there),
+`after_end_weight` on the end tokens that fill the rest of that block, `context_weight` on
+the prompt. All tokens of an example are noised, so the context still teaches CUDA itself,
+but the middle and its end, what decoding asks of the model, carry most of the loss. (No
+MDLM 1/t weight: with 4-token blocks it takes the values 4, 2, 1.33, 1 and mostly amplifies
+the noise of blocks with one masked token; it matters for likelihood bounds, not fills.)
+The log has the whole loss and the middle's and end token's own, on training batches and on
+the `valid` split.
 
 The learning-rate schedule runs on training seconds (`budget_seconds`), so that one run fits
 the device machine's per-command limit whatever its speed; `train_state.pt` (weights,
@@ -37,7 +42,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.fim_data import PAD_DOC, Batch, CorpusSplit, FimSampler
+from engine.fim_data import (
+    PAD_DOC,
+    ROLE_AFTER_END,
+    ROLE_CONTEXT,
+    ROLE_END,
+    ROLE_MIDDLE,
+    ROLE_PAD,
+    Batch,
+    CorpusSplit,
+    FimSampler,
+)
 from engine.loading import config_from_json, save_checkpoint
 from engine.model import SDARForCausalLM
 
@@ -50,6 +65,9 @@ class TrainSettings:
     seq_len: int = 1024
     batch_size: int = 32
     max_middle: int = 160
+    context_weight: float = 0.25
+    end_weight: float = 2.0
+    after_end_weight: float = 0.5
     peak_lr: float = 2e-3
     final_lr_ratio: float = 0.1
     warmup_steps: int = 200
@@ -58,6 +76,8 @@ class TrainSettings:
     budget_seconds: float = 400.0
     save_every_seconds: float = 120.0
     log_every: int = 10
+    valid_every_seconds: float = 60.0
+    valid_batches: int = 4
     shard_bytes: int = 15_000_000           # the device machine returns files under 16 MiB
     seed: int = 0
 
@@ -90,11 +110,25 @@ def block_noise(ids: torch.Tensor, doc: torch.Tensor, block_size: int, pad_doc: 
     return (rank < k).reshape(b, t) & (doc < pad_doc)
 
 
+def role_weights(settings: TrainSettings, device: torch.device) -> torch.Tensor:
+    """Loss weight of each ROLE_* (indexed by role)."""
+    weights = torch.zeros(5, device=device)
+    weights[ROLE_CONTEXT] = settings.context_weight
+    weights[ROLE_MIDDLE] = 1.0
+    weights[ROLE_END] = settings.end_weight
+    weights[ROLE_AFTER_END] = settings.after_end_weight
+    weights[ROLE_PAD] = 0.0
+    return weights
+
+
 def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: int,
-                   generator: torch.Generator, device: torch.device) -> torch.Tensor:
+                   generator: torch.Generator, device: torch.device,
+                   weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(weighted loss, mean loss on masked middle tokens, mean loss on masked end tokens)."""
     ids = torch.from_numpy(batch.ids).to(device)
     doc = torch.from_numpy(batch.doc).to(device)
     pos = torch.from_numpy(batch.pos).to(device)
+    role = torch.from_numpy(batch.role).to(device)
     bs = model.config.block_size
     t = ids.shape[1]
     masked = block_noise(ids, doc, bs, pad_doc, generator)
@@ -105,9 +139,15 @@ def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: 
         attn_mask=training_mask(doc, bs),
         logits_to_keep=t,
     )
-    # ignore_index rather than logits[masked]: boolean indexing would sync with the GPU.
-    targets = torch.where(masked, ids, torch.full_like(ids, -100))
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+    # Weights and masks as multiplications rather than logits[masked]: boolean indexing
+    # would sync with the GPU.
+    ce = F.cross_entropy(logits.flatten(0, 1).float(), ids.flatten(), reduction="none").view_as(ids)
+    on = masked.float()
+    w = weights[role] * on
+    middle = on * (role == ROLE_MIDDLE)
+    end = on * (role == ROLE_END)
+    return ((ce * w).sum() / w.sum().clamp_min(1e-6), (ce * middle).sum() / middle.sum().clamp_min(1),
+            (ce * end).sum() / end.sum().clamp_min(1))
 
 
 def lr_at(settings: TrainSettings, step: int, seconds: float) -> float:
@@ -154,8 +194,16 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
     config = model.config
     sampler = FimSampler(CorpusSplit(Path(settings.data), "train"), tokenizer, settings.seq_len,
                          config.block_size, settings.max_middle, settings.seed)
+    valid = None
+    if (Path(settings.data) / "valid_texts.json").is_file():
+        valid_split = CorpusSplit(Path(settings.data), "valid")
+        if len(valid_split):
+            # Fixed batches (same seed every time) so that the curve compares like with like.
+            valid = FimSampler(valid_split, tokenizer, settings.seq_len, config.block_size, settings.max_middle,
+                               settings.seed).batch(settings.batch_size * settings.valid_batches)
     optimizer = make_optimizer(model, settings, device)
     generator = torch.Generator(device=device).manual_seed(settings.seed)
+    weights = role_weights(settings, device)
     step, seconds = 0, 0.0
     state_path = out / "train_state.pt"
     if resume and state_path.is_file():
@@ -172,6 +220,20 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
                     "seconds": seconds, "data": sampler.state(),
                     "noise_rng": generator.get_state(), "settings": asdict(settings)}, state_path)
 
+    def valid_losses() -> list[float]:
+        """Losses on the fixed validation batches, with fixed noise."""
+        model.eval()
+        noise = torch.Generator(device=device).manual_seed(settings.seed + 1)
+        sums = torch.zeros(3, device=device)
+        n = settings.batch_size
+        with torch.no_grad(), autocast:
+            for k in range(settings.valid_batches):
+                part = Batch(*(a[k * n:(k + 1) * n] for a in (valid.ids, valid.doc, valid.pos, valid.role)))
+                sums += torch.stack(diffusion_loss(model, part, config.mask_token_id, PAD_DOC, noise, device,
+                                                   weights))
+        model.train()
+        return (sums / settings.valid_batches).tolist()
+
     log_path = out / "loss.csv"
     new_log = not (resume and log_path.is_file())
     params = sum(p.numel() for p in model.parameters())
@@ -179,12 +241,13 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
           f"device {device}", flush=True)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     model.train()
-    last_save = seconds
+    last_save = last_valid = seconds
     tokens_per_step = settings.batch_size * settings.seq_len
     with open(log_path, "w" if new_log else "a", newline="") as log:
         writer = csv.writer(log)
         if new_log:
-            writer.writerow(["step", "seconds", "tokens", "lr", "loss"])
+            writer.writerow(["step", "seconds", "tokens", "lr", "loss", "middle_loss", "end_loss",
+                             "valid_loss", "valid_middle_loss", "valid_end_loss"])
         while seconds < settings.budget_seconds and (max_steps is None or step < max_steps):
             started = time.perf_counter()
             lr = lr_at(settings, step, seconds)
@@ -192,17 +255,27 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
                 group["lr"] = lr
             batch = sampler.batch(settings.batch_size)
             with autocast:
-                loss = diffusion_loss(model, batch, config.mask_token_id, PAD_DOC, generator, device)
+                loss, middle_loss, end_loss = diffusion_loss(model, batch, config.mask_token_id, PAD_DOC,
+                                                             generator, device, weights)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
             optimizer.step()
             step += 1
             if step % settings.log_every == 0 or step == 1:
-                value = loss.item()   # the only GPU sync: steps between logs run ahead
-                writer.writerow([step, f"{seconds:.1f}", step * tokens_per_step, f"{lr:.3e}", f"{value:.4f}"])
+                # The only GPU sync: steps between logs run ahead. Validation is not timed.
+                values = [loss.item(), middle_loss.item(), end_loss.item()]
+                seconds += time.perf_counter() - started
+                started = time.perf_counter()
+                if valid is not None and (step == 1 or seconds - last_valid >= settings.valid_every_seconds):
+                    values += valid_losses()
+                    last_valid = seconds
+                    started = time.perf_counter()
+                writer.writerow([step, f"{seconds:.1f}", step * tokens_per_step, f"{lr:.3e}",
+                                 *(f"{v:.4f}" for v in values)])
                 log.flush()
-                print(f"step {step:6d}  {seconds:7.1f} s  lr {lr:.2e}  loss {value:.4f}", flush=True)
+                print(f"step {step:6d}  {seconds:7.1f} s  lr {lr:.2e}  loss "
+                      + " / ".join(f"{v:.3f}" for v in values), flush=True)
             seconds += time.perf_counter() - started
             if seconds - last_save >= settings.save_every_seconds:
                 save_state()

@@ -6,8 +6,10 @@ Steps, each skipped when its output is already there:
 1. fetch: `pip download` the pinned packages below (sdists or wheels) into OUT/downloads;
 2. collect: CUDA sources (.cu/.cuh, and headers that are clearly CUDA: they contain
    `__global__`, `__shared__` or `threadIdx`), plus kernels from scripts/generate_kernels.py;
-   exact duplicates dropped; nothing from the project's KernelBench folder;
-3. split by file: about 3% of files (chosen by a hash of the text) are held out as `test`;
+   duplicates (whitespace aside) dropped; generated kernels also inside load_inline
+   strings; nothing from the project's KernelBench folder nor DICE's evaluation records;
+3. split: the packages marked held_out are the `test` split whole (held out by repository,
+   for benchmarks/builtin_eval.py); of the others about 2% of files (by a hash) are `valid`;
 4. tokenizer: byte-level BPE trained on the train split (OUT/tokenizer);
 5. data: the texts of each split with, per line, the character offsets of its start, its
    first non-blank character and its end, and the brace-matched blocks, from which
@@ -20,7 +22,9 @@ data card in docs/model-card.md is written from it.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
+import random
 import json
 import re
 import shutil
@@ -41,7 +45,7 @@ CUDA_SUFFIXES = (".cu", ".cuh")
 HEADER_SUFFIXES = (".h", ".hpp", ".inl")
 CLEARLY_CUDA = re.compile(r"__global__|__shared__|threadIdx")
 MAX_FILE_BYTES = 200_000      # generated tables and amalgamations teach nothing useful
-TEST_PERCENT = 3
+VALID_PERCENT = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Source:
     sdist: bool          # the CUDA files are in the sdist (else in the wheel)
     licence: str
     url: str
+    held_out: bool = False          # the whole package is the test split (held out by repository)
+    exclude: tuple[str, ...] = ()   # path globs not taken (other licences, generated code)
 
 
 SOURCES = [
@@ -58,13 +64,36 @@ SOURCES = [
            "https://pypi.org/project/cupy/"),
     Source("nvidia-cutlass", "nvidia-cutlass==4.2.0.0", False, "BSD-3-Clause",
            "https://pypi.org/project/nvidia-cutlass/"),
-    Source("awkward", "awkward==2.14.0", True, "BSD-3-Clause",
-           "https://pypi.org/project/awkward/"),
-    Source("numba-cuda", "numba-cuda==0.24.0", True, "BSD-2-Clause",
-           "https://pypi.org/project/numba-cuda/"),
+    Source("awkward", "awkward==2.14.0", True, "BSD-3-Clause", "https://pypi.org/project/awkward/"),
+    Source("numba-cuda", "numba-cuda==0.24.0", True, "BSD-2-Clause", "https://pypi.org/project/numba-cuda/"),
+    Source("vllm", "vllm==0.34.0", True, "Apache-2.0", "https://pypi.org/project/vllm/"),
+    Source("deepspeed", "deepspeed==0.19.8", True, "Apache-2.0", "https://pypi.org/project/deepspeed/"),
+    Source("llama-cpp-python", "llama-cpp-python==0.3.36", True, "MIT (llama-cpp-python and the ggml it vendors)",
+           "https://pypi.org/project/llama-cpp-python/"),
+    Source("xgboost", "xgboost==3.2.0", True, "Apache-2.0", "https://pypi.org/project/xgboost/"),
+    # mmcv's LICENSES.md puts these operations under the NVIDIA Source Code License.
+    Source("mmcv", "mmcv==2.2.0", True, "Apache-2.0 (NVIDIA-licensed operations excluded)",
+           "https://pypi.org/project/mmcv/",
+           exclude=("*upfirdn2d*", "*fused_bias_leakyrelu*", "*bias_act*", "*filtered_lrelu*")),
+    Source("mamba-ssm", "mamba-ssm==2.3.2.post1", True, "Apache-2.0", "https://pypi.org/project/mamba-ssm/"),
+    Source("torch-harmonics", "torch-harmonics==0.8.0", True, "BSD-3-Clause",
+           "https://pypi.org/project/torch-harmonics/"),
+    Source("gsplat", "gsplat==1.5.3", True, "Apache-2.0", "https://pypi.org/project/gsplat/"),
+    Source("torch-scatter", "torch-scatter==2.1.2", True, "MIT", "https://pypi.org/project/torch-scatter/"),
+    # Held out whole, for benchmarks/builtin_eval.py: ordinary kernels by other authors.
+    Source("torch-sparse", "torch-sparse==0.6.18", True, "MIT", "https://pypi.org/project/torch-sparse/", held_out=True),
+    Source("auto-gptq", "auto-gptq==0.7.1", True, "MIT", "https://pypi.org/project/auto-gptq/", held_out=True),
+    Source("lightgbm", "lightgbm==4.7.0", True, "MIT", "https://pypi.org/project/lightgbm/", held_out=True),
+    Source("nerfacc", "nerfacc==0.5.3", True, "MIT", "https://pypi.org/project/nerfacc/", held_out=True),
+    Source("torch-cluster", "torch-cluster==1.6.3", True, "MIT", "https://pypi.org/project/torch-cluster/",
+           held_out=True),
+    Source("causal-conv1d", "causal-conv1d==1.7.0", True, "BSD-3-Clause", "https://pypi.org/project/causal-conv1d/",
+           held_out=True),
 ]
 GENERATED = Source("generated", "scripts/generate_kernels.py (seed 0)", False,
                    "MIT (this project)", "scripts/generate_kernels.py")
+GENERATED_INLINE = Source("generated-load-inline", "scripts/generate_kernels.py (seed 1), in load_inline strings",
+                          False, "MIT (this project)", "scripts/build_corpus.py")
 
 
 @dataclass
@@ -78,9 +107,10 @@ class CorpusFile:
 def fetch(source: Source, downloads: Path) -> Path:
     """Download and unpack one package; returns the folder that holds its files.
 
-    CuPy's sdist cannot build its metadata without the full CUDA toolkit (cuBLAS headers),
-    which `pip download` insists on, so pip is told to keep its unpacked build folder
-    (--no-clean) and we take the sources from there."""
+    Many sdists cannot build their metadata here (CuPy wants cuBLAS headers, others import
+    torch or a build backend), which `pip download` insists on, so pip is told not to
+    install build requirements (--no-build-isolation: no torch download) and to keep its
+    unpacked build folder (--no-clean), and we take the sources from there."""
     unpacked = downloads / source.name
     if unpacked.is_dir():
         return unpacked
@@ -88,7 +118,7 @@ def fetch(source: Source, downloads: Path) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(work)]
     pkg = source.requirement.split("==")[0]
-    cmd += ["--no-binary", pkg, "--no-clean"] if source.sdist else ["--only-binary", ":all:"]
+    cmd += ["--no-binary", pkg, "--no-clean", "--no-build-isolation"] if source.sdist else ["--only-binary", ":all:"]
     env_tmp = work / "pip-tmp"
     env_tmp.mkdir(exist_ok=True)
     # check=False: for CuPy pip fails after the download (see above); what it left decides.
@@ -105,7 +135,7 @@ def fetch(source: Source, downloads: Path) -> Path:
             with zipfile.ZipFile(archive) as zf:
                 zf.extractall(unpacked)
     else:
-        kept = sorted(env_tmp.glob(f"pip-download-*/{pkg.replace('-', '_')}_*"))
+        kept = sorted(p for p in env_tmp.glob("pip-download-*/*") if p.is_dir())
         if not kept:
             raise SystemExit(f"could not fetch {source.requirement}: pip kept no sources")
         kept[0].rename(unpacked / kept[0].name)
@@ -119,11 +149,13 @@ def is_cuda_file(path: Path, text: str) -> bool:
     return path.suffix in HEADER_SUFFIXES and CLEARLY_CUDA.search(text) is not None
 
 
-def collect(root: Path) -> list[tuple[str, str]]:
-    """(relative path, text) of every CUDA file under root."""
+def collect(root: Path, exclude: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(relative path, text) of every CUDA file under root, but those matching `exclude`."""
     found = []
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.suffix not in CUDA_SUFFIXES + HEADER_SUFFIXES:
+            continue
+        if any(fnmatch.fnmatch(str(path.relative_to(root)), pattern) for pattern in exclude):
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
             continue
@@ -133,31 +165,57 @@ def collect(root: Path) -> list[tuple[str, str]]:
     return found
 
 
-def split_of(text: str) -> str:
+def split_of(source: Source, text: str) -> str:
+    """Held-out packages are the test split whole; of the rest, a few percent of the files
+    (by a hash of the text) are a validation split for the training loss."""
+    if source.held_out:
+        return "test"
     digest = int(hashlib.sha1(text.encode()).hexdigest(), 16)
-    return "test" if digest % 100 < TEST_PERCENT else "train"
+    return "valid" if digest % 100 < VALID_PERCENT else "train"
+
+
+def in_load_inline(kernel_file: str, rng: random.Random) -> str:
+    """A generated kernel file as the CUDA string of a torch.utils.cpp_extension.load_inline
+    script, the way KernelBench-style `ModelNew` files carry their CUDA."""
+    names = re.findall(r"__global__\s+void\s+(\w+)", kernel_file)
+    var = rng.choice(["cuda_source", "cuda_src", "kernel_source", "source"])
+    module = rng.choice(["ext", "kernels", "custom_ops", "fused"])
+    return (
+        "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+        f'{var} = r"""\n{kernel_file.strip()}\n"""\n\n'
+        f'{module} = load_inline(\n    name="{module}",\n    cpp_sources="",\n    cuda_sources={var},\n'
+        f"    functions={names!r},\n    verbose=False,\n)\n"
+    )
 
 
 def gather(out: Path, generated: int) -> list[CorpusFile]:
     files: list[CorpusFile] = []
     seen: set[str] = set()
 
-    def add(source: str, path: str, text: str) -> None:
-        key = hashlib.sha1(text.encode()).hexdigest()
+    def add(source: Source, path: str, text: str) -> None:
+        key = hashlib.sha1(" ".join(text.split()).encode()).hexdigest()   # whitespace aside
         if key in seen or not text.strip():
             return
         seen.add(key)
-        files.append(CorpusFile(source, path, split_of(text), text))
+        files.append(CorpusFile(source.name, path, split_of(source, text), text))
 
-    for source in SOURCES:
+    # Held-out packages first: a file that is also in a training package stays held out
+    # and the training copy is dropped, so no test text is ever trained on.
+    for source in sorted(SOURCES, key=lambda s: not s.held_out):
         root = fetch(source, out / "downloads")
-        for path, text in collect(root):
-            add(source.name, path, text)
+        for path, text in collect(root, source.exclude):
+            add(source, path, text)
     gen_dir = out / "generated"
     if not gen_dir.is_dir() or len(list(gen_dir.glob("*.cu"))) != generated:
         generate(gen_dir, generated, seed=0)
     for path in sorted(gen_dir.glob("*.cu")):
-        add(GENERATED.name, path.name, path.read_text())
+        add(GENERATED, path.name, path.read_text())
+    inline_dir = out / "generated_inline"
+    if not inline_dir.is_dir() or len(list(inline_dir.glob("*.cu"))) != generated // 4:
+        generate(inline_dir, generated // 4, seed=1)
+    rng = random.Random(1)
+    for path in sorted(inline_dir.glob("*.cu")):
+        add(GENERATED_INLINE, path.with_suffix(".py").name, in_load_inline(path.read_text(), rng))
     return files
 
 
@@ -196,7 +254,7 @@ def write_split_data(files: list[CorpusFile], out: Path) -> None:
     closing line of each block), {split}_files.npy (each file's first line and block)."""
     data_dir = out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
+    for split in ("train", "valid", "test"):
         chosen = [f for f in files if f.split == split]
         lines, blocks, index = [], [], []
         for f in chosen:
@@ -234,12 +292,13 @@ def main() -> None:
     tokens = count_tokens(files, tokenizer)
 
     stats = []
-    for source in SOURCES + [GENERATED]:
+    for source in SOURCES + [GENERATED, GENERATED_INLINE]:
         mine = [f for f in files if f.source == source.name]
         stats.append({
             **asdict(source),
             "files": len(mine),
             "test_files": sum(f.split == "test" for f in mine),
+            "valid_files": sum(f.split == "valid" for f in mine),
             "bytes": sum(len(f.text.encode()) for f in mine),
             "tokens": tokens.get(source.name, 0),
         })

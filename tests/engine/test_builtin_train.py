@@ -13,9 +13,20 @@ import numpy as np
 import pytest
 import torch
 
-from engine.fim_data import PAD_DOC, CorpusSplit, FimSampler, random_span
+from engine.fim_data import (
+    PAD_DOC,
+    ROLE_AFTER_END,
+    ROLE_CONTEXT,
+    ROLE_END,
+    ROLE_MIDDLE,
+    Batch,
+    CorpusSplit,
+    FimSampler,
+    expression_span,
+    random_span,
+)
 from engine.prompts import END_OF_TEXT, fim_prompt
-from engine.train import TrainSettings, block_noise, export, train, training_mask
+from engine.train import TrainSettings, block_noise, diffusion_loss, export, role_weights, train, training_mask
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,6 +68,38 @@ def test_generated_kernels_compile(tmp_path):
     sources = [p.read_text() for p in gen.generate(tmp_path, 3, seed=7)]
     errors = [d for src in sources for d in nvcc_check(src, "gen.cu") if d.severity == "error"]
     assert errors == []
+
+
+def test_held_out_packages_are_the_test_split_whole_and_win_duplicates(tmp_path, monkeypatch):
+    """A held-out package's files are all `test`; no training package's file is; and a
+    file that is in both (whitespace aside) is kept once, held out."""
+    build = _script("build_corpus")
+    held = build.Source("held", "held==1", True, "MIT", "u", held_out=True)
+    train_src = build.Source("lib", "lib==1", True, "MIT", "u")
+    shared = "__global__ void k(float* y) { y[0] = 1.0f; }\n"
+    texts = {"held": {"a.cu": shared, "b.cu": "__global__ void h() {}\n"},
+             "lib": {"c.cu": shared.replace(" ", "  "), **{f"d{i}.cu": f"__global__ void d{i}() {{}}\n" for i in range(60)}}}
+    for name, files in texts.items():
+        for path, text in files.items():
+            (tmp_path / "downloads" / name).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "downloads" / name / path).write_text(text)
+    monkeypatch.setattr(build, "SOURCES", [train_src, held])
+    files = build.gather(tmp_path, generated=0)
+    by_path = {(f.source, f.path): f.split for f in files}
+    assert by_path[("held", "a.cu")] == "test" and by_path[("held", "b.cu")] == "test"
+    assert ("lib", "c.cu") not in by_path
+    assert {s for (src, _), s in by_path.items() if src == "lib"} <= {"train", "valid"}
+
+
+def test_load_inline_wrapping_carries_the_kernel_verbatim():
+    build = _script("build_corpus")
+    gen = _script("generate_kernels")
+    import random
+
+    kernel = gen.generate_file(random.Random(4))
+    script = build.in_load_inline(kernel, random.Random(0))
+    assert kernel.strip() in script and "load_inline(" in script and "cuda_sources=" in script
+    compile(script, "inline.py", "exec")   # valid Python
 
 
 def test_brace_blocks_find_loop_and_function_bodies():
@@ -109,6 +152,73 @@ def test_rows_pack_examples_on_block_boundaries(tiny_corpus):
             assert ids[where[0]] == sampler.special.fim_suffix and ids[where[-1]] == sampler.special.eos
 
 
+def test_rows_mark_the_span_end_to_the_end_of_its_block(tiny_corpus):
+    """Roles: context, then the middle, then <|endoftext|> (ROLE_END) right after it, and the
+    rest of that block end tokens of the same example (what the decoder fills there)."""
+    tokenizer = _tokenizer(tiny_corpus)
+    sampler = FimSampler(CorpusSplit(tiny_corpus / "data", "train"), tokenizer, seq_len=256,
+                         block_size=4, max_middle=64, seed=1)
+    batch = sampler.batch(8)
+    eos, checked = sampler.special.eos, 0
+    for ids, doc, pos, role in zip(batch.ids, batch.doc, batch.pos, batch.role):
+        for d in np.unique(doc[doc < PAD_DOC]):
+            where = np.nonzero(doc == d)[0]
+            r = role[where]
+            assert len(where) % 4 == 0 and (pos[where] == np.arange(len(where))).all()
+            end = int(np.nonzero(r == ROLE_END)[0].item())
+            assert ids[where[end]] == eos and ids[where[end] - 1] != eos
+            assert (r[:end] != ROLE_END).all() and (r[end + 1:] == ROLE_AFTER_END).all()
+            assert (ids[where[end + 1:]] == eos).all() and len(r) - end - 1 < 4
+            middle = np.nonzero(r == ROLE_MIDDLE)[0]
+            assert len(middle) and middle[-1] == end - 1 and (np.diff(middle) == 1).all()
+            assert (r[:middle[0]] == ROLE_CONTEXT).all()
+            assert ids[where[middle[0] - 1]] == sampler.special.fim_middle
+            checked += 1
+    assert checked >= 8
+
+
+def test_expression_spans_are_what_an_editor_user_selects():
+    rng = np.random.default_rng(0)
+    line = "y[i] = a * x[i] + y[i];"
+    got = {line[a:b] for a, b in (expression_span(line, rng) for _ in range(50))}
+    assert got == {"a * x[i] + y[i]"}
+    line = "out[k] = fmaxf(v, 0.0f);"
+    got = {line[a:b] for a, b in (expression_span(line, rng) for _ in range(50))}
+    assert got == {"fmaxf(v, 0.0f)", "v, 0.0f"}
+    assert expression_span("if (a == b) {", rng) == (4, 10)
+    assert expression_span("__syncthreads();", rng) is None
+
+
+def test_loss_is_weighted_by_role():
+    """With weight only on the middle and its end, the loss is the mean cross-entropy of the
+    masked middle and end tokens alone: the context does not count."""
+    torch.manual_seed(0)
+    from engine.model import SDARConfig, SDARForCausalLM
+
+    model = SDARForCausalLM(SDARConfig.from_json({
+        "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "block_size": 4,
+        "mask_token_id": 31, "eos_token_id": 0, "max_position_embeddings": 64}))
+    ids = torch.randint(1, 30, (1, 16))
+    role = torch.tensor([[ROLE_CONTEXT] * 8 + [ROLE_MIDDLE] * 5 + [ROLE_END] + [ROLE_AFTER_END] * 2])
+    batch = Batch(ids.numpy(), np.zeros((1, 16), dtype=np.int64), np.arange(16)[None], role.numpy())
+    settings = TrainSettings(context_weight=0.0, end_weight=1.0, after_end_weight=0.0)
+    weights = role_weights(settings, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(5)
+    loss, middle, end = diffusion_loss(model, batch, 31, PAD_DOC, gen, torch.device("cpu"), weights)
+    # The same noise again, and the loss by hand.
+    masked = block_noise(ids, torch.zeros(1, 16, dtype=torch.long), 4, PAD_DOC, torch.Generator().manual_seed(5))
+    noisy = torch.where(masked, torch.full_like(ids, 31), ids)
+    logits = model(torch.cat([ids, noisy], 1), position_ids=torch.arange(16).repeat(1, 2),
+                   attn_mask=training_mask(torch.zeros(1, 16, dtype=torch.long), 4), logits_to_keep=16)
+    ce = torch.nn.functional.cross_entropy(logits[0], ids[0], reduction="none")
+    chosen = masked[0] & ((role[0] == ROLE_MIDDLE) | (role[0] == ROLE_END))
+    assert chosen.any()
+    assert torch.allclose(loss, ce[chosen].mean(), atol=1e-5)
+    mid = masked[0] & (role[0] == ROLE_MIDDLE)
+    assert torch.allclose(middle, ce[mid].mean(), atol=1e-5)
+
+
 def test_training_mask_is_block_diffusion_within_examples():
     # Two examples of 8 and 4 tokens in a row of 12, block size 4.
     doc = torch.tensor([[0] * 8 + [1] * 4])
@@ -137,19 +247,39 @@ def test_block_noise_masks_one_to_block_size_per_block_and_never_padding():
     assert not masked[:, 48:].any()
 
 
-def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
-    """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
-    on; the exported folder loads through engine.loading like any checkpoint."""
-    tokenizer = _tokenizer(tiny_corpus)
-    settings = TrainSettings(
-        data=str(tiny_corpus / "data"), tokenizer=str(tiny_corpus / "tokenizer"),
+def _tiny_settings(corpus: Path, tokenizer, **overrides) -> TrainSettings:
+    return TrainSettings(
+        data=str(corpus / "data"), tokenizer=str(corpus / "tokenizer"),
         model={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "tie_word_embeddings": True,
                    "block_size": 4, "mask_token_id": tokenizer.mask_token_id, "eos_token_id": tokenizer.eos_token_id,
                    "bos_token_id": None, "pad_token_id": tokenizer.eos_token_id, "prompt_format": "fim",
                    "rope_theta": 10000.0, "max_position_embeddings": 1024},
-        seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600,
+        seq_len=128, batch_size=2, max_middle=48, warmup_steps=2, log_every=1, budget_seconds=600, **overrides,
     )
+
+
+def test_training_logs_the_validation_split(tiny_corpus, tmp_path):
+    """With a `valid` split, the first logged step has its losses on it (and the middle's)."""
+    build = _script("build_corpus")
+    files = [build.CorpusFile("generated", f"{k}", "valid" if k < 5 else "train", text)
+             for k, text in enumerate(json.loads((tiny_corpus / "data" / "train_texts.json").read_text()))]
+    corpus = tmp_path / "corpus"
+    build.write_split_data(files, corpus)
+    (corpus / "tokenizer").symlink_to(tiny_corpus / "tokenizer")
+    settings = _tiny_settings(corpus, _tokenizer(tiny_corpus), valid_batches=1)
+    train(settings, tmp_path / "run", resume=False, device=torch.device("cpu"), max_steps=2)
+    with open(tmp_path / "run" / "loss.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert np.isfinite(float(rows[0]["valid_loss"])) and np.isfinite(float(rows[0]["valid_middle_loss"]))
+    assert rows[1]["valid_loss"] in ("", None)   # not every step: every valid_every_seconds
+
+
+def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
+    """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
+    on; the exported folder loads through engine.loading like any checkpoint."""
+    tokenizer = _tokenizer(tiny_corpus)
+    settings = _tiny_settings(tiny_corpus, tokenizer)
     out = tmp_path / "run"
     train(settings, out, resume=False, device=torch.device("cpu"), max_steps=2)
     model = train(settings, out, resume=True, device=torch.device("cpu"), max_steps=4)
@@ -158,7 +288,7 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
     with open(out / "loss.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
-    assert all(np.isfinite(float(r["loss"])) for r in rows)
+    assert all(np.isfinite(float(r["loss"])) and np.isfinite(float(r["middle_loss"])) for r in rows)
 
     export(model, settings, out / "checkpoint", with_tokenizer=True)
     from engine.loading import load_checkpoint

@@ -1,0 +1,83 @@
+"""Names a fill uses that its file does not have: the small FIM model's commonest mistake.
+
+A fill replaces a selection inside code that already declares everything the selection may
+use. An identifier in a candidate that is neither in the prefix or suffix, nor a C++/CUDA
+keyword or built-in, nor declared by the candidate itself, is almost surely invented (`b` in
+saxpy's `y[i] = a * x[i] + b * y[i];`) and the candidate will not compile. LocalEngine uses
+this to rank sampled candidates of a fill: in-scope ones first.
+
+The same ranking also prefers candidates in the selection's shape (`fits_span`): brackets
+balanced, as any statement, expression or block an editor user selects is, and on one line
+when the selection is inside one line (the text before it on its line and after it on its
+line are both there: the README's `--range 12:9-12:32`).
+"""
+
+from __future__ import annotations
+
+import re
+
+IDENTIFIER = re.compile(r"(?<![\w.>:])([A-Za-z_]\w*)")   # not a member (x.y, p->y, ns::y)
+# A declaration inside the fill: `T name =`, `T* name;`, `T name[`, `T name,`.
+DECLARED = re.compile(r"\b[A-Za-z_][\w:<>]*[\s*&]+([A-Za-z_]\w*)\s*(?:[=;,\[)]|$)")
+COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'", re.DOTALL)
+
+BUILTINS = frozenset("""
+alignas alignof auto bool break case char char16_t char32_t class const constexpr const_cast continue
+decltype default delete do double dynamic_cast else enum explicit extern false float for friend goto if
+inline int long mutable namespace new noexcept nullptr operator private protected public register
+reinterpret_cast return short signed sizeof static static_assert static_cast struct switch template this
+throw true try typedef typeid typename union unsigned using virtual void volatile while
+size_t ptrdiff_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t uint NULL
+half half2 __half __half2 __nv_bfloat16 __nv_bfloat162 float2 float3 float4 int2 int3 int4 uint2 uint3
+uint4 double2 dim3 char4 uchar4 short2 longlong2 warpSize
+threadIdx blockIdx blockDim gridDim x y z w
+__global__ __device__ __host__ __shared__ __constant__ __restrict__ __forceinline__ __noinline__
+__syncthreads __syncwarp __threadfence __threadfence_block __ldg __shfl_sync __shfl_down_sync
+__shfl_up_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync __activemask __popc __popcll __clz
+__ffs __fdividef __expf __logf __powf __sinf __cosf __saturatef __float2half __half2float __float2int_rn
+__int2float_rn __float_as_int __int_as_float __hadd __hmul __hfma __fmaf_rn __umulhi __mul24 __brev
+atomicAdd atomicSub atomicMax atomicMin atomicExch atomicCAS atomicAnd atomicOr atomicXor atomicInc
+make_float2 make_float3 make_float4 make_int2 make_int3 make_int4 printf assert min max abs
+sqrt sqrtf rsqrt rsqrtf exp expf exp2f expm1f log logf log2f log1pf log10f pow powf sin sinf cos cosf
+tan tanf tanh tanhf sinh cosh asin acos atan atan2 atan2f erf erff erfc fabs fabsf fmax fmaxf fmin fminf
+fma fmaf floor floorf ceil ceilf round roundf rint rintf trunc truncf fmod fmodf hypotf cbrtf isnan
+isinf isfinite copysignf signbit INFINITY NAN FLT_MAX FLT_MIN DBL_MAX INT_MAX INT_MIN UINT_MAX
+std numeric_limits
+""".split())
+
+
+def _names(code: str) -> set[str]:
+    return set(IDENTIFIER.findall(COMMENT_OR_STRING.sub(" ", code)))
+
+
+def scope_of(prefix: str, suffix: str) -> frozenset[str]:
+    """Every identifier the text around a fill mentions, and the built-ins."""
+    return frozenset(_names(prefix) | _names(suffix) | BUILTINS)
+
+
+def unknown_names(fill: str, scope: frozenset[str]) -> list[str]:
+    """The identifiers of `fill` that are not in `scope` nor declared by the fill itself."""
+    code = COMMENT_OR_STRING.sub(" ", fill)
+    declared = set(DECLARED.findall(code))
+    return sorted(n for n in set(IDENTIFIER.findall(code)) - scope - declared
+                  if not n.isdigit() and not re.fullmatch(r"\d\w*", n))
+
+
+PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+def balanced(code: str) -> bool:
+    """Brackets of `code` (comments and strings aside) close in order and all close."""
+    stack = []
+    for ch in COMMENT_OR_STRING.sub(" ", code):
+        if ch in PAIRS:
+            stack.append(PAIRS[ch])
+        elif ch in PAIRS.values() and (not stack or stack.pop() != ch):
+            return False
+    return not stack
+
+
+def fits_span(fill: str, prefix: str, suffix: str) -> bool:
+    """The fill has the shape of the selection it replaces (see the module doc)."""
+    inside_one_line = not prefix.endswith("\n") and suffix.split("\n", 1)[0].strip() == "" and "\n" in suffix
+    return balanced(fill) and not (inside_one_line and "\n" in fill.strip())

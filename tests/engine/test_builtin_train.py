@@ -193,9 +193,10 @@ def test_loss_is_weighted_by_role():
     """With weight only on the middle and its end, the loss is the mean cross-entropy of the
     masked middle and end tokens alone: the context does not count."""
     torch.manual_seed(0)
-    from engine.model import SDARConfig, SDARForCausalLM
+    from engine.loading import config_from_json
+    from engine.model import SDARForCausalLM
 
-    model = SDARForCausalLM(SDARConfig.from_json({
+    model = SDARForCausalLM(config_from_json({
         "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "block_size": 4,
         "mask_token_id": 31, "eos_token_id": 0, "max_position_embeddings": 64}))

@@ -47,13 +47,13 @@ def test_rank_puts_distinct_in_shape_and_in_scope_candidates_first():
 def test_sampled_fim_fill_draws_extra_candidates_and_returns_n(tiny_fim_checkpoint):
     model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
     seen = []
-    original = model.run
+    original = model.decode_batch
 
-    def run(task, n, *args, **kwargs):
-        seen.append(n)
-        return original(task, n, *args, **kwargs)
+    def decode_batch(request, *args):
+        seen.append(request.n)
+        return original(request, *args)
 
-    model.run = run
+    model.decode_batch = decode_batch
     out = model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=0)
     assert len(out) == 3 and seen == [3 * FIM_OVERSAMPLE]
     greedy = model.infill(PREFIX, SUFFIX, n=2, max_tokens=8, temperature=0.0)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run the GPU tests on the device machine within one call, and keep what ran even when the
+# call's time runs out: after `. scripts/device-setup.sh`, from the repository root,
+#   scripts/device-gpu-tests.sh [SECONDS] [PYTEST ARGS...]
+# Test files run side by side (one per worker, --dist loadfile), each test's line is written
+# as it ends (-v), and pytest gets SIGINT, not SIGKILL, at SECONDS, so that it still prints
+# the failures and the summary of what finished ($OUT/gpu-tests.log).
+# Files side by side share the GPU: a timing-sensitive check that fails here is re-run alone
+# before it is believed.
+set -uo pipefail
+seconds=${1:-480}
+shift || true
+paths=("$@")
+[ ${#paths[@]} -gt 0 ] || paths=(tests/profiler tests/engine/test_decode_gpu.py tests/lsp/test_lsp_gpu.py
+                                 tests/bench/test_bench_gpu.py)
+timeout -s INT "$seconds" python3 -m pytest -m gpu -n 8 --dist loadfile -p no:cacheprovider -p no:benchmark \
+  --timeout 300 -v --tb=short -rfE --durations=15 "${paths[@]}" >"$OUT/gpu-tests.log" 2>&1
+rc=$?
+grep -E "^\[gw[0-9]+\].*(PASSED|FAILED|ERROR|SKIPPED)|^(FAILED|ERROR) |passed|failed" "$OUT/gpu-tests.log" \
+  | sed -E 's/\[\\n.*-([a-z_]+)\]/[\1]/' | tail -60
+exit $rc

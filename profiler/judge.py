@@ -25,7 +25,15 @@ from profiler.sandbox import Cancelled, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
-from profiler.verdict import against_reference, from_outcome, reference_ms, torch_compile_ms
+from profiler.verdict import (
+    Reference,
+    against_reference,
+    against_reference_outputs,
+    from_outcome,
+    reference_ms,
+    reference_samples,
+    torch_compile_ms,
+)
 
 INPUT_SETS = 3  # checked before timing; one more is checked after it
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
@@ -212,13 +220,17 @@ def _compile_only(candidate: str, path: str) -> Verdict | None:
     return Verdict.failed("no_gpu", "compiles; not timed: no GPU", diagnostics=diagnostics, compiled=True)
 
 
-def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float) -> dict:
+def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float,
+                         inputs: dict | None = None) -> dict:
+    """`inputs`: {"seeds", "sample_seed"} shared by the runs whose outputs are compared (a
+    candidate's and Model's alone); fresh seeds and no samples without it."""
     filename = os.path.basename(path) or "model.py"
     return {
         "kind": "kernelbench",
         "baseline": {"source": baseline, "filename": filename},
         "candidate": None if candidate is None else {"source": candidate, "filename": filename},
         "seeds": _seeds(),
+        **(inputs or {}),
         "time_budget_s": _time_budget(time_limit),
         # load_inline builds for this architecture also where the GPU is hidden (build ahead).
         "cuda_arch": compute_capability(),
@@ -227,10 +239,10 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
 
 
 def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit: float, should_cancel,
-                     builds: VerifiedBuilds | None, env: dict[str, str] | None = None):
+                     builds: VerifiedBuilds | None, env: dict[str, str] | None = None, inputs: dict | None = None):
     """One sandboxed run of a KernelBench request, in the candidate's own verified build
     folder when `builds` holds one."""
-    request = _kernelbench_request(baseline, candidate, path, time_limit)
+    request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
     if builds is None or candidate is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env)
     key = VerifiedBuilds.key(candidate, request["cuda_arch"])
@@ -243,7 +255,7 @@ def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
                          should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
-                         reference: float | None = None) -> Verdict:
+                         reference: Reference | None = None) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
@@ -251,11 +263,16 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
                                                f"{diagnostics[0].message}", diagnostics=diagnostics)
     filename = os.path.basename(path) or "model.py"
     flags = static_flags(candidate, baseline) if candidate is not None else []
-    outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds)
+    reference = reference or Reference()
+    outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
+                               inputs=reference.inputs)
     verdict = from_outcome(outcome, flags=flags)
+    reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
-        reference = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
-    verdict = against_reference(verdict, reference)
+        reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+    verdict = against_reference(verdict, reference_time)
+    if reference.samples is not None:
+        verdict = against_reference_outputs(verdict, outcome, reference.samples)
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
@@ -326,13 +343,16 @@ def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_li
             pass
 
 
-def _reference_ms(baseline: str, candidates: list[str | None], path: str, time_limit: float,
-                  should_cancel) -> float | None:
-    """Model alone, timed once in a process that runs no candidate code: what each
+def _reference(baseline: str, candidates: list[str | None], path: str, time_limit: float,
+               should_cancel) -> Reference:
+    """Model alone, run once in a process that runs no candidate code, on the input sets
+    every candidate's run will use: its time and samples of its outputs are what each
     candidate's process must agree with about the baseline (profiler.verdict)."""
     if gpu_name() is None or all(c is None for c in candidates) or python_check(baseline, path):
-        return None
-    return reference_ms(_kernelbench_run(baseline, None, path, time_limit, should_cancel, None))
+        return Reference()
+    inputs = {"seeds": _seeds(), "sample_seed": secrets.randbits(31)}
+    outcome = _kernelbench_run(baseline, None, path, time_limit, should_cancel, None, inputs=inputs)
+    return Reference(reference_ms(outcome), reference_samples(outcome), inputs)
 
 
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
@@ -340,7 +360,7 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
     builds = VerifiedBuilds()
     try:
         _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel, builds)
-        reference = _reference_ms(baseline, candidates, path, time_limit, should_cancel)
+        reference = _reference(baseline, candidates, path, time_limit, should_cancel)
         # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
         return _each(candidates, on_progress, should_cancel,
                      lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,

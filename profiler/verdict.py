@@ -11,6 +11,10 @@ status and message. What it cannot check it flags:
 - a KernelBench baseline timed in the candidate's process that is not the baseline timed
   in a process of its own (no candidate code) within REFERENCE_TOLERANCE is rejected: a
   timer patched for the whole process scales both sides alike, and shows here;
+- a KernelBench candidate's outputs (samples of them, on the same input sets) that are not
+  those of Model run in a process of its own are wrong, whatever the candidate's process
+  concluded: Model runs in the candidate's process too, where the candidate's code could
+  change what it computes;
 - a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspiciously
   fast: check" (flag "suspiciously_fast");
 - the candidate's source is read for patterns of cheating (profiler.static_check); each
@@ -25,6 +29,7 @@ Never imports torch or CuPy (numpy, for the statistics, only when a measurement 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome
@@ -45,6 +50,17 @@ MISSING_MODULE_HINTS = {"cupy": "pip install 'dice-lsp[gpu]' (cupy-cuda13x)", "t
 
 class Rejected(ValueError):
     """A measurement that is malformed or impossible."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a run of Model alone (no candidate code in its process) says about the baseline:
+    its median time, samples of its outputs, and the input sets it ran ({"seeds",
+    "sample_seed"}, for the candidates' runs to use too). Empty where there was none."""
+
+    ms: float | None = None
+    samples: list[dict] | None = None
+    inputs: dict | None = None
 
 
 def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **fields) -> Verdict:
@@ -275,6 +291,62 @@ def reference_ms(outcome: SandboxOutcome) -> float | None:
         return None
     verdict = from_outcome(outcome)
     return verdict.time_ms if verdict.status == "not_faster" and verdict.baseline_ms is None else None
+
+
+def reference_samples(outcome: SandboxOutcome) -> list[dict] | None:
+    """The samples of Model's outputs from a run of the baseline alone, or None."""
+    if outcome.status != "ok" or outcome.result.get("outcome") != "measured":
+        return None
+    samples = outcome.result.get("samples")
+    return samples if isinstance(samples, list) and samples else None
+
+
+def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, reference: list[dict]) -> Verdict:
+    """`verdict` when the outputs its process called correct are, on every input set it
+    checked, those of Model run alone (`reference`, profiler.measure.verify's rules); a
+    wrong verdict when they differ; an error, nothing proven, when the candidate's process
+    sent no samples or ran other input sets than the reference did."""
+    from profiler.measure.verify import compare_samples
+
+    if verdict.status not in ("faster", "not_faster") or verdict.correct is not True:
+        return verdict
+    samples = outcome.result.get("samples") if outcome.status == "ok" else None
+
+    def unproven(why: str) -> Verdict:
+        failed = Verdict.failed("error", f"not judged: {why}", compiled=verdict.compiled, gpu=verdict.gpu,
+                                kernel=verdict.kernel, extra={"untrusted_message": verdict.message})
+        for name in verdict.extra.get("flags", []):
+            _flag(failed, name)
+        return failed
+
+    if not isinstance(samples, list):
+        return unproven("the candidate's process sent no samples of its outputs to compare with Model run alone")
+    expected = {(r["seed"], r["signed"]): r["outputs"] for r in reference}
+    got: dict = {}
+    for entry in samples:
+        if not isinstance(entry, dict) or not isinstance(entry.get("outputs"), list):
+            return unproven("malformed samples of the candidate's outputs")
+        got[(entry.get("seed"), entry.get("signed"))] = entry["outputs"]
+    if set(got) != set(expected):
+        return unproven("the candidate's process checked other input sets than Model run alone did")
+    for number, key in enumerate(expected, start=1):
+        want, have = expected[key], got[key]
+        if len(have) != len(want):
+            mismatch = f"{len(have)} output tensors, expected {len(want)}"
+        else:
+            mismatch = next((str(m) for i, (w, h) in enumerate(zip(want, have))
+                             if isinstance(h, dict) and (m := compare_samples(f"output {i}", w, h)) is not None), None)
+            if mismatch is None and not all(isinstance(h, dict) for h in have):
+                mismatch = "malformed samples"
+        if mismatch is not None:
+            wrong = Verdict.failed("wrong", f"wrong on input set {number} against Model run in a process of its own: "
+                                            f"{mismatch} (in the candidate's process Model agreed with it)",
+                                   compiled=True, gpu=verdict.gpu, kernel=verdict.kernel,
+                                   inputs_checked=number - 1, extra={"untrusted_message": verdict.message})
+            _flag(wrong, *verdict.extra.get("flags", []), "baseline_changed")
+            return wrong
+    verdict.extra["checked_apart"] = len(expected)
+    return verdict
 
 
 def torch_compile_ms(outcome: SandboxOutcome) -> tuple[float | None, float | None, str]:

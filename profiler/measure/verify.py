@@ -65,6 +65,15 @@ def _first(mask) -> int:
     return int(mask.argmax())
 
 
+def _rms(base, finite, xp) -> float:
+    """The root mean square of the finite elements (1.0 when there are none, or all are 0):
+    the scale of the absolute tolerance."""
+    finite_count = int(finite.sum())
+    scale = float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
+        if finite_count else 0.0
+    return scale or 1.0
+
+
 def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
     """None when `candidate` matches `baseline` for output `name`, else why not."""
     if tuple(baseline.shape) != tuple(candidate.shape):
@@ -96,10 +105,7 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
         return None
     rtol, atol = TOLERANCES[dtype_name]
     finite = xp.isfinite(base)
-    finite_count = int(finite.sum())
-    scale = float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
-        if finite_count else 0.0
-    scale = scale or 1.0
+    scale = _rms(base, finite, xp)
     with np.errstate(invalid="ignore", over="ignore"):
         error = xp.abs(cand - base)
         limit = rtol * xp.abs(base) + atol * scale
@@ -112,4 +118,57 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
         return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements off by more than "
                                   f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(cand[first]):.6g}, "
                                   f"expected {float(base[first]):.6g}; worst {worst:.3g}x the tolerance)")
+    return None
+
+
+# Elements of each output a run reports for comparison with another process's run.
+OUTPUT_SAMPLES = 512
+
+
+def output_sample(array, dtype_name: str, positions_seed: int) -> dict:
+    """What two processes can compare of one output without moving it whole: its shape, its
+    dtype, the scale of its tolerance (the rms of the whole output, for float outputs) and
+    its values at OUTPUT_SAMPLES positions drawn from `positions_seed` (the same positions
+    in both processes)."""
+    xp = _array_module(array)
+    flat = array.reshape(-1)
+    size = int(flat.size)
+    positions = np.random.default_rng(positions_seed).integers(0, size, min(OUTPUT_SAMPLES, size)) if size else []
+    values = flat[xp.asarray(positions, dtype=xp.int64)]
+    sample = {"shape": [int(d) for d in array.shape], "dtype": dtype_name, "positions_seed": int(positions_seed)}
+    if is_float(dtype_name):
+        work = xp.float64 if dtype_name == "float64" else xp.float32
+        whole = flat.astype(work, copy=False)
+        sample["scale"] = _rms(whole, xp.isfinite(whole), xp)
+        sample["values"] = [float(v) for v in values.astype(xp.float64).tolist()]
+    else:
+        sample["values"] = [int(v) for v in values.tolist()]
+    return sample
+
+
+def compare_samples(name: str, reference: dict, candidate: dict) -> Mismatch | None:
+    """None when the candidate's sample of output `name` matches the reference's by compare's
+    rules (the reference's scale, the dtype's tolerances), else why not."""
+    if candidate.get("dtype") != reference["dtype"]:
+        return Mismatch("dtype", f"{name}: dtype {candidate.get('dtype')}, expected {reference['dtype']}")
+    if list(candidate.get("shape", ())) != list(reference["shape"]):
+        return Mismatch("shape", f"{name}: shape {tuple(candidate.get('shape', ()))}, "
+                                 f"expected {tuple(reference['shape'])}")
+    base = np.asarray(reference["values"], dtype=np.float64 if is_float(reference["dtype"]) else np.int64)
+    cand = np.asarray(candidate.get("values", []), dtype=base.dtype)
+    if candidate.get("positions_seed") != reference["positions_seed"] or cand.shape != base.shape:
+        return Mismatch("sample", f"{name}: the sample is not of the reference's positions")
+    if not is_float(reference["dtype"]):
+        bad = base != cand
+    else:
+        rtol, atol = TOLERANCES[reference["dtype"]]
+        finite = np.isfinite(base)
+        with np.errstate(invalid="ignore", over="ignore"):
+            limit = rtol * np.abs(base) + atol * float(reference["scale"])
+            same_special = (base == cand) | (np.isnan(base) & np.isnan(cand))
+            bad = np.where(finite, ~(np.abs(cand - base) <= limit), ~same_special)
+    if bool(bad.any()):
+        first = _first(bad)
+        return Mismatch("values", f"{name}: {int(bad.sum())} of {base.size} sampled elements differ "
+                                  f"({cand[first].item()!r}, expected {base[first].item()!r})")
     return None

@@ -14,8 +14,10 @@ pipe is closed first (profiler.sandbox.channel), and everything measured after t
 only as trustworthy as profiler.verdict's cross-checks make it.
 
 The request: {"kind": "kernelbench", "baseline": {"source", "filename"},
-"candidate": {...} | None, "seeds", "time_budget_s", "cuda_arch"}. A candidate of None
-times Model alone; "cuda_arch" ("9.0", or None) is the architecture load_inline builds for.
+"candidate": {...} | None, "seeds", "time_budget_s", "cuda_arch", "sample_seed"}. A candidate of None
+times Model alone; "cuda_arch" ("9.0", or None) is the architecture load_inline builds for;
+with "sample_seed" the measurement holds samples of every checked output ("samples"), which
+the judge compares with those of a run where no candidate code ran.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
 from profiler.measure.timing import escape_checks, sample_one, time_pair
-from profiler.measure.verify import compare
+from profiler.measure.verify import compare, output_sample
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -260,8 +262,14 @@ def _mismatch(expected: list, got: list) -> str | None:
 class Problem:
     """Model (baseline), ModelNew (candidate) and their inputs, in this process."""
 
-    def __init__(self, base_module, cand_module, seed: int):
+    def __init__(self, base_module, cand_module, seed: int, sample_seed: int | None = None):
         import torch
+
+        # Samples of every checked output, for the judge to compare with a run of Model in a
+        # process where no candidate code ran (profiler.verdict.against_reference_outputs);
+        # None once sampling failed, which the judge reads as nothing to compare.
+        self.sample_seed = sample_seed
+        self.samples: list[dict] | None = [] if sample_seed is not None else None
 
         self.get_inputs = base_module.get_inputs
         init = base_module.get_init_inputs()
@@ -303,7 +311,17 @@ class Problem:
         Phase.set(f"{what} run")
         got = _tensors(runner(*_clone(inputs)))
         torch.cuda.synchronize()  # work left on any stream must finish before reading
+        self._sample(seed, signed, got)
         return _mismatch(expected, got)
+
+    def _sample(self, seed: int, signed: bool, outputs: list) -> None:
+        if self.samples is None:
+            return
+        try:
+            self.samples.append({"seed": seed, "signed": bool(signed), "outputs": [
+                output_sample(*_comparable(t), self.sample_seed + i) for i, t in enumerate(outputs)]})
+        except Exception:  # noqa: BLE001 - an output the sampler cannot read: nothing to compare
+            self.samples = None
 
 
 def _bytes_moved(inputs: list, outputs: list) -> int:
@@ -354,7 +372,7 @@ def _run_kernelbench(request: dict) -> dict:
     seeds = request["seeds"]
     gpu_name = torch.cuda.get_device_name()
     Phase.set("construct models")
-    problem = Problem(base_module, cand_module, seeds[0])
+    problem = Problem(base_module, cand_module, seeds[0], request.get("sample_seed"))
     what = "second" if profiling else "candidate"
     common = dict(kind="kernelbench", profiling=profiling, gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
     extra: dict = {"seeds": seeds}
@@ -397,7 +415,7 @@ def _run_kernelbench(request: dict) -> dict:
     Phase.set("peak bandwidth")
     peak = torch_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
     return {"outcome": "measured", "inputs_checked": checked, "timing": timing, "escape": escape, "peak_gbs": peak,
-            "bytes_moved": moved, "extra": extra, **common}
+            "bytes_moved": moved, "samples": problem.samples, "extra": extra, **common}
 
 
 def run_torch_compile(request: dict) -> dict:

@@ -336,3 +336,78 @@ def test_the_environment_is_an_allowlist(tmp_path):
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0" and env["CXX"] == "g++" and env["PATH"].endswith("/usr/bin")
     assert env["HOME"].startswith(str(tmp_path)) and env["TORCH_EXTENSIONS_DIR"] == str(tmp_path / "ext")
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == [PACKAGE_ROOT, "/opt/lib"]
+
+
+def _sampled_run(outputs_per_set: list[list], seeds=(11, 12, 13), signed=(False, True, False)) -> dict:
+    """A measurement whose samples are of `outputs_per_set` (numpy arrays), as the harness
+    sends them."""
+    from profiler.measure.verify import output_sample
+
+    samples = [{"seed": seed, "signed": s, "outputs": [output_sample(a, str(a.dtype), 7 + i) for i, a in
+                                                        enumerate(outputs)]}
+               for seed, s, outputs in zip(seeds, signed, outputs_per_set)]
+    honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.4] * 20, "seconds": 0.1},
+              "escape": {"baseline": {"event_ms": 0.5, "wall_ms": 0.5}, "candidate": {"event_ms": 0.4, "wall_ms": 0.4}}}
+    return {**honest, "samples": samples}
+
+
+def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
+    """Model runs in the candidate's process too, where its code can change what Model
+    computes (a patch no pattern sees: `vars(torch)["re" + "lu"] = ...`); the candidate's
+    outputs are compared with those of Model run where no candidate code ran."""
+    import numpy as np
+
+    from profiler.sandbox import SandboxOutcome
+    from profiler.verdict import against_reference_outputs, from_outcome, reference_samples
+
+    assert static_flags(candidate('vars(torch)["re" + "lu"] = lambda x: x\n'), BASELINE) == []
+    rng = np.random.default_rng(0)
+    right = [[rng.standard_normal((64, 33)).astype(np.float32)] for _ in range(3)]
+    reference = reference_samples(SandboxOutcome("ok", _sampled_run(right), 0, "", 5.0))
+
+    def judged(measurement: dict) -> profiler.Verdict:
+        outcome = SandboxOutcome("ok", measurement, 0, "", 5.0)
+        return against_reference_outputs(from_outcome(outcome), outcome, reference)
+
+    # the same outputs, within the float32 tolerance: the verdict stands
+    close = [[a + np.float32(1e-6) for a in outputs] for outputs in right]
+    honest = judged(_sampled_run(close))
+    assert honest.status == "faster" and honest.extra["checked_apart"] == 3
+    # what the candidate's process called correct differs from Model run alone on the second set
+    changed = [right[0], [np.maximum(right[1][0], 0)], right[2]]
+    wrong = judged(_sampled_run(changed))
+    assert wrong.status == "wrong" and wrong.correct is False
+    assert "input set 2 against Model run in a process of its own" in wrong.message
+    assert "baseline_changed" in wrong.extra["flags"]
+    # no samples, other input sets, another dtype: nothing proven
+    no_samples = judged({k: v for k, v in _sampled_run(close).items() if k != "samples"})
+    other_sets = judged(_sampled_run(close, signed=(False, False, False)))
+    other_dtype = judged(_sampled_run([[outputs[0].astype(np.float64)] for outputs in right]))
+    for verdict in (no_samples, other_sets):
+        assert verdict.status == "error" and verdict.message.startswith("not judged"), verdict.message
+    assert other_dtype.status == "wrong" and "dtype float64, expected float32" in other_dtype.message
+    # without a reference (Model alone did not run to the end) there is nothing to compare
+    assert reference_samples(SandboxOutcome("crash", None, 1, "", 5.0)) is None
+
+
+def test_output_samples_follow_the_comparisons_rules():
+    import numpy as np
+
+    from profiler.measure.verify import compare, compare_samples, output_sample
+
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal(10_000).astype(np.float32)
+    near = base + np.float32(5e-5) * np.float32(np.sqrt(np.mean(base.astype(np.float64) ** 2)))
+    off = base.copy()
+    off[::2] += 1.0
+    for cand in (near, off):
+        whole = compare("out", base, cand, "float32")
+        sampled = compare_samples("out", output_sample(base, "float32", 3), output_sample(cand, "float32", 3))
+        assert (whole is None) == (sampled is None)
+    ints = np.arange(100, dtype=np.int64)
+    assert compare_samples("out", output_sample(ints, "int64", 3), output_sample(ints, "int64", 3)) is None
+    assert compare_samples("out", output_sample(ints, "int64", 3), output_sample(ints + 1, "int64", 3)) is not None
+    # positions drawn from another seed are not a sample of the same elements
+    assert compare_samples("out", output_sample(base, "float32", 3), output_sample(base, "float32", 4)) is not None
+    nan = np.array([np.nan, 1.0, np.inf], dtype=np.float32)
+    assert compare_samples("out", output_sample(nan, "float32", 0), output_sample(nan.copy(), "float32", 0)) is None

@@ -121,7 +121,9 @@ class StaticForward(CachedForward):
             # model without changing it; the plain paths keep calling it eagerly. A path per
             # batch size and cache length, two window shapes each: dynamo's default of 8
             # compilations of one function runs out within a working session.
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, COMPILE_LIMIT)
+            config = torch._dynamo.config
+            limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.7
+            setattr(config, limit, max(getattr(config, limit), COMPILE_LIMIT))
             self.model = torch.compile(model, fullgraph=True, dynamic=False)
 
     def shapes(self, start: int, end: int) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from engine.fast_paths import FAST_PATHS
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import fits_span, scope_of, unknown_names
-from engine.types import Candidate, EngineInfo, InfillRequest, Request
+from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
 # A sampled FIM fill draws this many times the candidates asked for and keeps the best
@@ -69,7 +69,9 @@ class LocalEngine(EngineBase):
                     stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel)
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
-        except RuntimeError as exc:
+        except Cancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - dynamo's failures are not all RuntimeErrors
             if self.decode_path not in FAST_PATHS:
                 raise
             # A GPU whose stack cannot capture or compile the step still decodes, slower.

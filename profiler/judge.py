@@ -271,7 +271,7 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     if with_compile and verdict.time_ms is not None:
         reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
     verdict = against_reference(verdict, reference_time)
-    if reference.samples is not None:
+    if reference.inputs is not None:
         verdict = against_reference_outputs(verdict, outcome, reference.samples)
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build

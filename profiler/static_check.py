@@ -12,6 +12,7 @@ holds as often is the user's, not the candidate's.
 
 from __future__ import annotations
 
+import ast
 import re
 
 _TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\.cuda\.(?:Event|synchronize|" \
@@ -38,7 +39,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "introspection": (r"\bgc\.get_(?:objects|referrers|referents)\b", r"\bsys\._getframe\b", r"\bimport\s+inspect\b",
                       r"\binspect\.", r"\bctypes\b", r"/proc/self", r"\b__builtins__\b", r"\bimport\s+builtins\b",
                       r"f_back\b", r"f_locals\b", r"f_globals\b", r"/proc/",
-                      r"\bsetattr\s*\((?!\s*self\b)", r"\b__dict__\b", r"\b__globals__\b"),
+                      r"\bsetattr\s*\((?!\s*self\b)", r"\b__dict__\b", r"\b__globals__\b",
+                      r"\bvars\s*\([^)]*\)\s*\[", r"\bimportlib\b", r"\bimport_module\b", r"\b__import__\b"),
     "environment": (r"\bos\.environ\b", r"\bgetenv\s*\(", r"\benviron\b"),
     "file_write": (r"\bopen\s*\([^)]*['\"][wax]b?\+?['\"]", r"\.write_(?:text|bytes)\s*\(", r"\bos\.(?:write|open|"
                    r"remove|unlink|rename|replace|symlink|link|chmod|makedirs|mkdir)\s*\(", r"\bshutil\.",
@@ -48,33 +50,42 @@ PATTERNS: dict[str, tuple[str, ...]] = {
 _COMPILED = {name: [re.compile(p) for p in patterns] for name, patterns in PATTERNS.items()}
 
 
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#;]+)", re.M)
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([^\n#;)]+)", re.M)
+def _renamings(source: str) -> dict[str, str]:
+    """alias -> the full name it stands for, from every import statement (`import os as _os`,
+    `from os import fork as f`), wherever it stands (inside a function, after a `;`, in
+    parentheses over several lines). A file that does not parse has none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update({a.asname: a.name for a in node.names if a.asname and a.asname != a.name})
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update({a.asname: f"{node.module}.{a.name}" for a in node.names if a.asname and a.asname != a.name})
+    return names
 
 
 def unaliased(source: str) -> str:
-    """The source with each module alias (`import os as _os`) and each name imported under
-    another (`from os import fork as f`) written out in full, so that the patterns, written
-    for `os.fork`, see through a renaming import."""
-    names: dict[str, str] = {}
-    for (imported,) in (m.groups() for m in _IMPORT.finditer(source)):
-        for part in imported.split(","):
-            module, _, alias = (w.strip() for w in part.partition(" as "))
-            if alias and alias != module:
-                names[alias] = module
-    for module, imported in _FROM_IMPORT.findall(source):
-        for part in imported.split(","):
-            name, _, alias = (w.strip() for w in part.partition(" as "))
-            if alias and alias != name:
-                names[alias] = f"{module}.{name}"
-    for alias, full in names.items():
-        source = re.sub(rf"(?<![\w.]){re.escape(alias)}\b(?!\s*=[^=])", full, source)
-    return source
+    """The source with each renamed import written out in full (`_os.fork` -> `os.fork`), in
+    one pass, so that the patterns, written for `os.fork`, see through a renaming import."""
+    names = _renamings(source)
+    if not names:
+        return source
+    alias = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
+    return alias.sub(lambda m: names[m[1]], source)
+
+
+def _count(source: str) -> dict[str, int]:
+    return {name: sum(len(p.findall(source)) for p in patterns) for name, patterns in _COMPILED.items()}
 
 
 def _counts(source: str) -> dict[str, int]:
-    source = unaliased(source)
-    return {name: sum(len(p.findall(source)) for p in patterns) for name, patterns in _COMPILED.items()}
+    """Each pattern's count in the source as written or with its imports unaliased, whichever
+    is more: a made-up alias (`import sys as os` in a string) can only add flags."""
+    written, expanded = _count(source), _count(unaliased(source))
+    return {name: max(written[name], expanded[name]) for name in written}
 
 
 def static_flags(candidate: str, baseline: str = "") -> list[str]:

@@ -301,16 +301,20 @@ def reference_samples(outcome: SandboxOutcome) -> list[dict] | None:
     return samples if isinstance(samples, list) and samples else None
 
 
-def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, reference: list[dict]) -> Verdict:
+def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, reference: list[dict] | None) -> Verdict:
     """`verdict` when the outputs its process called correct are, on every input set it
-    checked, those of Model run alone (`reference`, profiler.measure.verify's rules); a
-    wrong verdict when they differ; an error, nothing proven, when the candidate's process
-    sent no samples or ran other input sets than the reference did."""
+    checked and on the inputs it was timed on, those of Model run alone (`reference`,
+    profiler.measure.verify's rules); a wrong verdict when they differ; an error, nothing
+    proven, when the candidate's process sent no samples, malformed ones, or samples of other
+    input sets. extra["checked_apart"]: how many input sets were compared (0: there was no
+    reference to compare with)."""
     from profiler.measure.verify import compare_samples
 
     if verdict.status not in ("faster", "not_faster") or verdict.correct is not True:
         return verdict
-    samples = outcome.result.get("samples") if outcome.status == "ok" else None
+    if reference is None:
+        verdict.extra["checked_apart"] = 0
+        return verdict
 
     def unproven(why: str) -> Verdict:
         failed = Verdict.failed("error", f"not judged: {why}", compiled=verdict.compiled, gpu=verdict.gpu,
@@ -319,32 +323,30 @@ def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, referen
             _flag(failed, name)
         return failed
 
+    samples = outcome.result.get("samples") if outcome.status == "ok" else None
     if not isinstance(samples, list):
         return unproven("the candidate's process sent no samples of its outputs to compare with Model run alone")
-    expected = {(r["seed"], r["signed"]): r["outputs"] for r in reference}
-    got: dict = {}
-    for entry in samples:
-        if not isinstance(entry, dict) or not isinstance(entry.get("outputs"), list):
-            return unproven("malformed samples of the candidate's outputs")
-        got[(entry.get("seed"), entry.get("signed"))] = entry["outputs"]
-    if set(got) != set(expected):
-        return unproven("the candidate's process checked other input sets than Model run alone did")
-    for number, key in enumerate(expected, start=1):
-        want, have = expected[key], got[key]
-        if len(have) != len(want):
-            mismatch = f"{len(have)} output tensors, expected {len(want)}"
-        else:
-            mismatch = next((str(m) for i, (w, h) in enumerate(zip(want, have))
-                             if isinstance(h, dict) and (m := compare_samples(f"output {i}", w, h)) is not None), None)
-            if mismatch is None and not all(isinstance(h, dict) for h in have):
-                mismatch = "malformed samples"
-        if mismatch is not None:
-            wrong = Verdict.failed("wrong", f"wrong on input set {number} against Model run in a process of its own: "
-                                            f"{mismatch} (in the candidate's process Model agreed with it)",
-                                   compiled=True, gpu=verdict.gpu, kernel=verdict.kernel,
-                                   inputs_checked=number - 1, extra={"untrusted_message": verdict.message})
-            _flag(wrong, *verdict.extra.get("flags", []), "baseline_changed")
-            return wrong
+    try:
+        expected = {(r["seed"], r["signed"]): r["outputs"] for r in reference}
+        got = {(entry["seed"], entry["signed"]): list(entry["outputs"]) for entry in samples}
+        if set(got) != set(expected):
+            return unproven("the candidate's process checked other input sets than Model run alone did")
+        for number, key in enumerate(expected, start=1):
+            want, have = expected[key], got[key]
+            mismatch = f"{len(have)} output tensors, expected {len(want)}" if len(have) != len(want) else next(
+                (str(m) for i, (w, h) in enumerate(zip(want, have))
+                 if (m := compare_samples(f"output {i}", w, h)) is not None), None)
+            if mismatch is not None:
+                where = "the inputs it was timed on" if key[1] is None else f"input set {number}"
+                wrong = Verdict.failed("wrong", f"wrong on {where} against Model run in a process of its own: "
+                                                f"{mismatch} (in the candidate's own process the outputs matched "
+                                                f"Model there)", compiled=True, gpu=verdict.gpu,
+                                       kernel=verdict.kernel, inputs_checked=number - 1,
+                                       extra={"untrusted_message": verdict.message})
+                _flag(wrong, *verdict.extra.get("flags", []), "baseline_changed")
+                return wrong
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
+        return unproven(f"malformed samples of the candidate's outputs ({type(exc).__name__})")
     verdict.extra["checked_apart"] = len(expected)
     return verdict
 

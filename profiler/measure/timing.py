@@ -26,7 +26,7 @@ WARMUP_RUNS = 3
 MIN_RUNS = 20
 MAX_RUNS = 5000
 TARGET_REL_HALF_WIDTH = 0.01  # stop adding runs once the interval is within +-1% of the ratio
-ESCAPE_RUNS = 20
+ESCAPE_RUNS = 10
 EVENT_RESOLUTION_MS = 0.0005
 
 

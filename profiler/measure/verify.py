@@ -125,21 +125,33 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
 OUTPUT_SAMPLES = 512
 
 
-def output_sample(array, dtype_name: str, positions_seed: int) -> dict:
-    """What two processes can compare of one output without moving it whole: its shape, its
-    dtype, the scale of its tolerance (the rms of the whole output, for float outputs) and
-    its values at OUTPUT_SAMPLES positions drawn from `positions_seed` (the same positions
-    in both processes)."""
+def _positions(size: int, positions_seed: list[int]) -> np.ndarray:
+    """OUTPUT_SAMPLES distinct positions (all when fewer), the first and last among them."""
+    if size <= OUTPUT_SAMPLES:
+        return np.arange(size)
+    drawn = np.random.default_rng(positions_seed).choice(size - 2, OUTPUT_SAMPLES - 2, replace=False) + 1
+    return np.concatenate(([0], np.sort(drawn), [size - 1]))
+
+
+def output_sample(array, dtype_name: str, positions_seed: list[int]) -> dict:
+    """What two processes can compare of one output without moving it whole: its shape and
+    dtype; for float outputs the root mean square of the whole output (finite elements) and
+    the scale of its tolerance; its values at OUTPUT_SAMPLES positions drawn from
+    `positions_seed` (the same in both processes, different for each input set and output)."""
     xp = _array_module(array)
     flat = array.reshape(-1)
     size = int(flat.size)
-    positions = np.random.default_rng(positions_seed).integers(0, size, min(OUTPUT_SAMPLES, size)) if size else []
-    values = flat[xp.asarray(positions, dtype=xp.int64)]
-    sample = {"shape": [int(d) for d in array.shape], "dtype": dtype_name, "positions_seed": int(positions_seed)}
+    values = flat[xp.asarray(_positions(size, positions_seed), dtype=xp.int64)]
+    sample = {"shape": [int(d) for d in array.shape], "dtype": dtype_name,
+              "positions_seed": [int(p) for p in positions_seed]}
     if is_float(dtype_name):
         work = xp.float64 if dtype_name == "float64" else xp.float32
         whole = flat.astype(work, copy=False)
-        sample["scale"] = _rms(whole, xp.isfinite(whole), xp)
+        finite = xp.isfinite(whole)
+        count = int(finite.sum())
+        sample["rms"] = float(xp.sqrt(xp.sum(xp.where(finite, whole, 0).astype(xp.float64) ** 2) / count)) \
+            if count else 0.0
+        sample["scale"] = sample["rms"] or 1.0
         sample["values"] = [float(v) for v in values.astype(xp.float64).tolist()]
     else:
         sample["values"] = [int(v) for v in values.tolist()]
@@ -148,27 +160,38 @@ def output_sample(array, dtype_name: str, positions_seed: int) -> dict:
 
 def compare_samples(name: str, reference: dict, candidate: dict) -> Mismatch | None:
     """None when the candidate's sample of output `name` matches the reference's by compare's
-    rules (the reference's scale, the dtype's tolerances), else why not."""
-    if candidate.get("dtype") != reference["dtype"]:
-        return Mismatch("dtype", f"{name}: dtype {candidate.get('dtype')}, expected {reference['dtype']}")
+    rules (the reference's scale, the dtype's tolerances), else why not. Besides the sampled
+    elements, the root mean squares of the whole outputs must agree as elementwise agreement
+    implies: |rms(c) - rms(b)| <= rms(c - b) <= rtol * rms(b) + atol * scale(b)."""
+    dtype = reference["dtype"]
+    if candidate.get("dtype") != dtype:
+        return Mismatch("dtype", f"{name}: dtype {candidate.get('dtype')}, expected {dtype}")
     if list(candidate.get("shape", ())) != list(reference["shape"]):
         return Mismatch("shape", f"{name}: shape {tuple(candidate.get('shape', ()))}, "
                                  f"expected {tuple(reference['shape'])}")
-    base = np.asarray(reference["values"], dtype=np.float64 if is_float(reference["dtype"]) else np.int64)
-    cand = np.asarray(candidate.get("values", []), dtype=base.dtype)
-    if candidate.get("positions_seed") != reference["positions_seed"] or cand.shape != base.shape:
+    want, got = list(reference["values"]), list(candidate.get("values", []))
+    if candidate.get("positions_seed") != reference["positions_seed"] or len(got) != len(want):
         return Mismatch("sample", f"{name}: the sample is not of the reference's positions")
-    if not is_float(reference["dtype"]):
-        bad = base != cand
-    else:
-        rtol, atol = TOLERANCES[reference["dtype"]]
-        finite = np.isfinite(base)
-        with np.errstate(invalid="ignore", over="ignore"):
-            limit = rtol * np.abs(base) + atol * float(reference["scale"])
-            same_special = (base == cand) | (np.isnan(base) & np.isnan(cand))
-            bad = np.where(finite, ~(np.abs(cand - base) <= limit), ~same_special)
+    if not is_float(dtype):
+        bad = [i for i, (w, g) in enumerate(zip(want, got)) if int(w) != int(g)]
+        if bad:
+            return Mismatch("values", f"{name}: {len(bad)} of {len(want)} sampled elements differ "
+                                      f"({got[bad[0]]!r}, expected {want[bad[0]]!r})")
+        return None
+    rtol, atol = TOLERANCES[dtype]
+    base, cand = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    scale = float(reference["scale"])
+    finite = np.isfinite(base)
+    with np.errstate(invalid="ignore", over="ignore"):
+        limit = rtol * np.abs(base) + atol * scale
+        same_special = (base == cand) | (np.isnan(base) & np.isnan(cand))
+        bad = np.where(finite, ~(np.abs(cand - base) <= limit), ~same_special)
     if bool(bad.any()):
         first = _first(bad)
         return Mismatch("values", f"{name}: {int(bad.sum())} of {base.size} sampled elements differ "
                                   f"({cand[first].item()!r}, expected {base[first].item()!r})")
+    rms_b, rms_c = float(reference["rms"]), float(candidate["rms"])
+    if not abs(rms_c - rms_b) <= (rtol * rms_b + atol * scale) * 1.001 + 1e-30:
+        return Mismatch("values", f"{name}: the root mean square of the whole output is {rms_c:.6g}, "
+                                  f"expected {rms_b:.6g}")
     return None

@@ -311,15 +311,17 @@ class Problem:
         Phase.set(f"{what} run")
         got = _tensors(runner(*_clone(inputs)))
         torch.cuda.synchronize()  # work left on any stream must finish before reading
-        self._sample(seed, signed, got)
+        self.sample(seed, bool(signed), got)
         return _mismatch(expected, got)
 
-    def _sample(self, seed: int, signed: bool, outputs: list) -> None:
+    def sample(self, seed: int, signed: bool | None, outputs: list) -> None:
+        """Samples of `outputs` of the input set (seed, signed); signed None: the inputs the
+        timing runs used."""
         if self.samples is None:
             return
         try:
-            self.samples.append({"seed": seed, "signed": bool(signed), "outputs": [
-                output_sample(*_comparable(t), self.sample_seed + i) for i, t in enumerate(outputs)]})
+            self.samples.append({"seed": seed, "signed": signed, "outputs": [
+                output_sample(*_comparable(t), [self.sample_seed, seed, i]) for i, t in enumerate(outputs)]})
         except Exception:  # noqa: BLE001 - an output the sampler cannot read: nothing to compare
             self.samples = None
 
@@ -406,6 +408,10 @@ def _run_kernelbench(request: dict) -> dict:
         timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
         base_escape, cand_escape = escape_checks([base_fn, cand_fn], ops)
         escape = {"baseline": vars(base_escape), "candidate": vars(cand_escape)}
+    # What the timed calls return (the same input tensors every run: a candidate could tell
+    # them from the checks' fresh copies and answer them otherwise).
+    problem.sample(seeds[0], None, _tensors(cand_fn()))
+    torch.cuda.synchronize()
     extra["clocks_mhz"] = gpu.clocks_mhz()
     final = problem.check(seeds[-1], bool(problem.signed_ok), what)
     if final is not None:

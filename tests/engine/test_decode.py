@@ -156,6 +156,8 @@ def test_the_compiled_path_reads_prompts_eagerly(tiny):
     from engine.fast_paths import StaticForward
     from engine.model import KVCache
 
+    config = torch._dynamo.config
+    limit = config.recompile_limit
     torch._dynamo.reset()
     compiled_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     for length in range(3, 15):
@@ -165,3 +167,4 @@ def test_the_compiled_path_reads_prompts_eagerly(tiny):
         StaticForward(tiny, caches[1], 4).prefill(ids)
         assert all(torch.equal(a, b) for a, b in zip(caches[0].keys + caches[0].values, caches[1].keys + caches[1].values))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled_before
+    config.recompile_limit = limit

@@ -113,7 +113,7 @@ def test_patched_timers_and_comparisons_prove_nothing(cheat, flag):
 
 # The library patch of PATCHED_LIBRARY, written so that no pattern of the static check sees it.
 HIDDEN_LIBRARY_PATCH = """
-vars(torch)["re" + "lu"] = lambda x: x
+torch.__setattr__("re" + "lu", lambda x: x)
 """ + WRONG_NEW
 
 
@@ -122,7 +122,7 @@ def test_a_hidden_patch_of_model_is_caught_by_model_run_apart():
     assert not v.extra.get("flags") or v.extra["flags"] == ["baseline_changed"]  # no pattern saw it
     assert v.status == "wrong" and "against Model run in a process of its own" in v.message, v.message
     (honest,) = judge([cases.RELU_PROBLEM + cases.HONEST_NEW])
-    assert honest.correct is True and honest.extra["checked_apart"] == 4, honest.message
+    assert honest.correct is True and honest.extra["checked_apart"] == 5, honest.message  # 4 sets + the timed inputs
 
 
 def test_a_poisoned_build_is_not_loaded_by_the_next_run(kernelbench_dir):

@@ -257,7 +257,14 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
         "file_write": "from os import unlink as gone\ngone('/tmp/x')\n",
         "library_patch": "import torch.nn.functional as G\nG.relu = lambda x: x\n",
     }
-    for name, code in [*cases.items(), *renamed.items()]:
+    # a made-up alias (in a string, or never run) hides nothing that was seen without it
+    renamed["threads "] = "'''\nimport sys as os\n'''\nimport os\nos.fork()\n"
+    renamed["library_patch "] = "if False:\n    import sys as torch\ntorch.relu = lambda x: x\n"
+    renamed["threads  "] = "from os import (\n    fork as spawn,\n)\nspawn()\n"
+    # the harness reached by a computed import, a module's namespace written through vars()
+    renamed["introspection"] = "k = __import__('pro' + 'filer.run.kernelbench')\n"
+    renamed["introspection "] = "vars(torch)['re' + 'lu'] = lambda x: x\n"
+    for name, code in [*cases.items(), *((n.strip(), c) for n, c in renamed.items())]:
         assert static_flags(candidate(code), BASELINE) == [name], (name, code)
     assert static_flags(candidate("from os import fork as spawn\nspawn()\n"), BASELINE) == ["threads"]
     assert static_flags(candidate(""), BASELINE) == []
@@ -338,12 +345,12 @@ def test_the_environment_is_an_allowlist(tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == [PACKAGE_ROOT, "/opt/lib"]
 
 
-def _sampled_run(outputs_per_set: list[list], seeds=(11, 12, 13), signed=(False, True, False)) -> dict:
+def _sampled_run(outputs_per_set: list[list], seeds=(11, 12, 13), signed=(False, True, None)) -> dict:
     """A measurement whose samples are of `outputs_per_set` (numpy arrays), as the harness
     sends them."""
     from profiler.measure.verify import output_sample
 
-    samples = [{"seed": seed, "signed": s, "outputs": [output_sample(a, str(a.dtype), 7 + i) for i, a in
+    samples = [{"seed": seed, "signed": s, "outputs": [output_sample(a, str(a.dtype), [7, seed, i]) for i, a in
                                                         enumerate(outputs)]}
                for seed, s, outputs in zip(seeds, signed, outputs_per_set)]
     honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.4] * 20, "seconds": 0.1},
@@ -353,14 +360,14 @@ def _sampled_run(outputs_per_set: list[list], seeds=(11, 12, 13), signed=(False,
 
 def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
     """Model runs in the candidate's process too, where its code can change what Model
-    computes (a patch no pattern sees: `vars(torch)["re" + "lu"] = ...`); the candidate's
+    computes (a patch no pattern sees: `torch.__setattr__("re" + "lu", ...)`); the candidate's
     outputs are compared with those of Model run where no candidate code ran."""
     import numpy as np
 
     from profiler.sandbox import SandboxOutcome
     from profiler.verdict import against_reference_outputs, from_outcome, reference_samples
 
-    assert static_flags(candidate('vars(torch)["re" + "lu"] = lambda x: x\n'), BASELINE) == []
+    assert static_flags(candidate('torch.__setattr__("re" + "lu", lambda x: x)\n'), BASELINE) == []
     rng = np.random.default_rng(0)
     right = [[rng.standard_normal((64, 33)).astype(np.float32)] for _ in range(3)]
     reference = reference_samples(SandboxOutcome("ok", _sampled_run(right), 0, "", 5.0))
@@ -381,13 +388,26 @@ def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
     assert "baseline_changed" in wrong.extra["flags"]
     # no samples, other input sets, another dtype: nothing proven
     no_samples = judged({k: v for k, v in _sampled_run(close).items() if k != "samples"})
-    other_sets = judged(_sampled_run(close, signed=(False, False, False)))
+    other_sets = judged(_sampled_run(close, signed=(False, False, None)))
+    malformed = _sampled_run(close)
+    malformed["samples"][1]["seed"] = [12]  # unhashable
+    broken_values = _sampled_run(close)
+    broken_values["samples"][0]["outputs"][0]["values"][5] = "x"
+    for measurement in (malformed, broken_values):
+        verdict = judged(measurement)
+        assert verdict.status == "error" and "malformed samples" in verdict.message, verdict.message
     other_dtype = judged(_sampled_run([[outputs[0].astype(np.float64)] for outputs in right]))
     for verdict in (no_samples, other_sets):
         assert verdict.status == "error" and verdict.message.startswith("not judged"), verdict.message
     assert other_dtype.status == "wrong" and "dtype float64, expected float32" in other_dtype.message
-    # without a reference (Model alone did not run to the end) there is nothing to compare
+    # what the timed calls returned (the third entry) is compared too
+    timed_wrong = judged(_sampled_run([right[0], right[1], [right[2][0] * 2]]))
+    assert timed_wrong.status == "wrong" and "on the inputs it was timed on" in timed_wrong.message
+    # without a reference (Model alone did not run to the end) there is nothing to compare, and
+    # the verdict says so
     assert reference_samples(SandboxOutcome("crash", None, 1, "", 5.0)) is None
+    outcome = SandboxOutcome("ok", _sampled_run(close), 0, "", 5.0)
+    assert against_reference_outputs(from_outcome(outcome), outcome, None).extra["checked_apart"] == 0
 
 
 def test_output_samples_follow_the_comparisons_rules():
@@ -402,12 +422,25 @@ def test_output_samples_follow_the_comparisons_rules():
     off[::2] += 1.0
     for cand in (near, off):
         whole = compare("out", base, cand, "float32")
-        sampled = compare_samples("out", output_sample(base, "float32", 3), output_sample(cand, "float32", 3))
+        sampled = compare_samples("out", output_sample(base, "float32", [3]), output_sample(cand, "float32", [3]))
         assert (whole is None) == (sampled is None)
     ints = np.arange(100, dtype=np.int64)
-    assert compare_samples("out", output_sample(ints, "int64", 3), output_sample(ints, "int64", 3)) is None
-    assert compare_samples("out", output_sample(ints, "int64", 3), output_sample(ints + 1, "int64", 3)) is not None
+    assert compare_samples("out", output_sample(ints, "int64", [3]), output_sample(ints, "int64", [3])) is None
+    assert compare_samples("out", output_sample(ints, "int64", [3]), output_sample(ints + 1, "int64", [3])) is not None
     # positions drawn from another seed are not a sample of the same elements
-    assert compare_samples("out", output_sample(base, "float32", 3), output_sample(base, "float32", 4)) is not None
+    assert compare_samples("out", output_sample(base, "float32", [3]), output_sample(base, "float32", [4])) is not None
     nan = np.array([np.nan, 1.0, np.inf], dtype=np.float32)
-    assert compare_samples("out", output_sample(nan, "float32", 0), output_sample(nan.copy(), "float32", 0)) is None
+    assert compare_samples("out", output_sample(nan, "float32", [0]), output_sample(nan.copy(), "float32", [0])) is None
+    # distinct positions, the first and last among them
+    sample = output_sample(np.arange(10_000, dtype=np.int64), "int64", [5, 6])
+    assert len(set(sample["values"])) == 512 and sample["values"][0] == 0 and sample["values"][-1] == 9_999
+    # one element in a thousand wrong, most likely between the samples: the whole output's
+    # root mean square still tells
+    rare = base.copy()
+    rare[1::1000] += 50.0
+    assert compare("out", base, rare, "float32") is not None
+    assert compare_samples("out", output_sample(base, "float32", [9]), output_sample(rare, "float32", [9])) is not None
+    zeros = np.zeros(4096, dtype=np.float32)
+    tiny = zeros + np.float32(1e-5)  # within atol * 1.0 of an all-zero output
+    assert compare("out", zeros, tiny, "float32") is None
+    assert compare_samples("out", output_sample(zeros, "float32", [1]), output_sample(tiny, "float32", [1])) is None

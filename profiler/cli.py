@@ -44,14 +44,23 @@ def read_source(path: Path) -> tuple[str, Diagnostic | None]:
         return data.decode("utf-8", errors="replace"), Diagnostic(before.count(b"\n") + 1, column, "warning", message)
 
 
-def check_command(args: argparse.Namespace) -> int:
-    path = Path(args.file)
+def _read_argument(name: str) -> tuple[Path, str, Diagnostic | None] | int:
+    """The file named on the command line, its text and its encoding problem; or the exit
+    code of the usage error that says why it cannot be read."""
+    path = Path(name)
     if not path.is_file():
         return _usage_error(f"no such file: {path}")
     try:
-        source, encoding_problem = read_source(path)
+        return path, *read_source(path)
     except OSError as exc:
         return _usage_error(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def check_command(args: argparse.Namespace) -> int:
+    read = _read_argument(args.file)
+    if isinstance(read, int):
+        return read
+    path, source, encoding_problem = read
     try:
         diagnostics = profiler.check(source, str(path))
     except profiler.CompilerMissing as exc:
@@ -110,13 +119,10 @@ def verdict_table(verdict: Verdict, path: str) -> str:
 
 
 def profile_command(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    if not path.is_file():
-        return _usage_error(f"no such file: {path}")
-    try:
-        source, encoding_problem = read_source(path)
-    except OSError as exc:
-        return _usage_error(f"cannot read {path}: {exc.strerror or exc}")
+    read = _read_argument(args.file)
+    if isinstance(read, int):
+        return read
+    path, source, encoding_problem = read
     if encoding_problem is not None:
         print(_diagnostic_rows([encoding_problem], str(path))[0], file=sys.stderr)
     if not profiler.is_kernelbench(str(path)):

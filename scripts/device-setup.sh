@@ -8,7 +8,7 @@ export OUT=${OUT:-$PWD/.device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || return 1
+  --target /tmp/site .whl/*.whl $(ls .whl-nvim/*.whl 2>/dev/null) || return 1
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || { cat "$OUT/install.log"; return 1; }

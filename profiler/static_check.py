@@ -20,6 +20,9 @@ _TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\
 _COMPARISONS = r"(?:torch\.(?:allclose|isclose|equal|testing(?:\.\w+)?)|numpy\.allclose|np\.allclose|" \
                r"np\.array_equal|assert_close)"
 
+_LIBRARIES = r"(?:torch|nn|F|np|numpy|math|operator|builtins)"
+_NOT_LIBRARY_PATCHES = r"backends\.|cuda\.|allclose|isclose|equal|testing|array_equal"
+
 PATTERNS: dict[str, tuple[str, ...]] = {
     # Work the CUDA events on the launch stream do not see.
     "other_stream": (r"torch\.cuda\.Stream\s*\(", r"torch\.cuda\.stream\s*\(", r"cudaStreamCreate",
@@ -33,8 +36,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
                          r"assert_close|compare)['\"]", r"\bprofiler\.", r"\bsys\.modules\b"),
     # Model runs in the same process: a library function patched there changes the baseline too.
     # (torch.backends: precision switches, not patches; cuda and comparisons: the two above.)
-    "library_patch": (r"\b(?:torch|nn|F|np|numpy|math|operator|builtins)\."
-                      r"(?!backends\.|cuda\.|allclose|isclose|equal|testing|array_equal)[\w.]+\s*=(?!=)",),
+    # For a source that parses, assignments are read from its syntax tree instead
+    # (_library_patches): `x: torch.Tensor = ...` is an annotation, not a patch.
+    "library_patch": (rf"\b{_LIBRARIES}\.(?!{_NOT_LIBRARY_PATCHES})[\w.]+\s*=(?!=)",),
     # Reaching into the harness: its frames, its objects, raw memory.
     "introspection": (r"\bgc\.get_(?:objects|referrers|referents)\b", r"\bsys\._getframe\b", r"\bimport\s+inspect\b",
                       r"\binspect\.", r"\bctypes\b", r"/proc/self", r"\b__builtins__\b", r"\bimport\s+builtins\b",
@@ -50,13 +54,18 @@ PATTERNS: dict[str, tuple[str, ...]] = {
 _COMPILED = {name: [re.compile(p) for p in patterns] for name, patterns in PATTERNS.items()}
 
 
-def _renamings(source: str) -> dict[str, str]:
+def _tree(source: str) -> ast.AST | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _renamings(tree: ast.AST | None) -> dict[str, str]:
     """alias -> the full name it stands for, from every import statement (`import os as _os`,
     `from os import fork as f`), wherever it stands (inside a function, after a `;`, in
     parentheses over several lines). A file that does not parse has none."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    if tree is None:
         return {}
     names: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -70,7 +79,7 @@ def _renamings(source: str) -> dict[str, str]:
 def unaliased(source: str) -> str:
     """The source with each renamed import written out in full (`_os.fork` -> `os.fork`), in
     one pass, so that the patterns, written for `os.fork`, see through a renaming import."""
-    names = _renamings(source)
+    names = _renamings(_tree(source))
     if not names:
         return source
     alias = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
@@ -81,11 +90,50 @@ def _count(source: str) -> dict[str, int]:
     return {name: sum(len(p.findall(source)) for p in patterns) for name, patterns in _COMPILED.items()}
 
 
+def _dotted(node: ast.AST) -> str | None:
+    """`a.b.c` for an attribute chain on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) and parts else None
+
+
+def _library_patches(tree: ast.AST) -> int:
+    """Assignments to (and deletions of) a library's attributes, aliases resolved: `torch.relu
+    = ...`, `G.relu = ...` after `import torch.nn.functional as G`, `del torch.relu`."""
+    names = _renamings(tree)
+    library = re.compile(rf"{_LIBRARIES}\.(?!{_NOT_LIBRARY_PATCHES})")
+    count = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        else:
+            continue
+        flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+        for target in flat:
+            name = _dotted(target)
+            if name is None:
+                continue
+            root, _, rest = name.partition(".")
+            full = f"{names.get(root, root)}.{rest}"
+            count += bool(library.match(full)) or bool(library.match(f"{root}.{rest}"))
+    return count
+
+
 def _counts(source: str) -> dict[str, int]:
     """Each pattern's count in the source as written or with its imports unaliased, whichever
     is more: a made-up alias (`import sys as os` in a string) can only add flags."""
     written, expanded = _count(source), _count(unaliased(source))
-    return {name: max(written[name], expanded[name]) for name in written}
+    counts = {name: max(written[name], expanded[name]) for name in written}
+    tree = _tree(source)
+    if tree is not None:
+        counts["library_patch"] = _library_patches(tree)
+    return counts
 
 
 def static_flags(candidate: str, baseline: str = "") -> list[str]:

@@ -269,6 +269,13 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
     assert static_flags(candidate("from os import fork as spawn\nspawn()\n"), BASELINE) == ["threads"]
     assert static_flags(candidate(""), BASELINE) == []
     assert static_flags(candidate("torch.backends.cuda.matmul.allow_tf32 = True\n"), BASELINE) == []
+    # annotations with defaults are not patches (an honest candidate would be "not judged")
+    assert static_flags(candidate("out: torch.Tensor = torch.empty(4)\n"), BASELINE) == []
+    assert static_flags(candidate("def f(x: torch.Tensor = None):\n    return x\n"), BASELINE) == []
+    # ... but a patch after a colon, deleted or in a tuple, is one
+    for patch in ("if True: torch.relu = abs\n", "del torch.relu\n", "torch.relu, y = abs, 1\n",
+                  "torch.nn.functional.gelu: object = abs\n"):
+        assert static_flags(candidate(patch), BASELINE) == ["library_patch"], patch
     # the user's own baseline reading the environment is not the candidate's doing
     user = BASELINE + "import os\nDEBUG = os.environ.get('DEBUG')\n"
     assert static_flags(user + MODEL_NEW, user) == []

@@ -16,7 +16,7 @@ import ast
 import re
 
 _TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\.cuda\.(?:Event|synchronize|" \
-          r"current_stream|default_stream)|elapsed_time|cupy\.cuda\.get_elapsed_time)"
+          r"current_stream|default_stream)|\.elapsed_time|cupy\.cuda\.get_elapsed_time)"
 _COMPARISONS = r"(?:torch\.(?:allclose|isclose|equal|testing(?:\.\w+)?)|numpy\.allclose|np\.allclose|" \
                r"np\.array_equal|assert_close)"
 

@@ -272,6 +272,8 @@ def test_static_checks_name_each_pattern_the_candidate_adds():
     # annotations with defaults are not patches (an honest candidate would be "not judged")
     assert static_flags(candidate("out: torch.Tensor = torch.empty(4)\n"), BASELINE) == []
     assert static_flags(candidate("def f(x: torch.Tensor = None):\n    return x\n"), BASELINE) == []
+    # a variable named like a timer is not a patched timer
+    assert static_flags(candidate("elapsed_time = 0.0\n"), BASELINE) == []
     # ... but a patch after a colon, deleted or in a tuple, is one
     for patch in ("if True: torch.relu = abs\n", "del torch.relu\n", "torch.relu, y = abs, 1\n",
                   "torch.nn.functional.gelu: object = abs\n"):

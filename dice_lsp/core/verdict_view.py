@@ -59,6 +59,11 @@ def hover_markdown(name: str, verdict: Verdict) -> str:
         lines.append(f"- speedup: {verdict.speedup:.2f}x{interval}")
     if verdict.correct is not None:
         lines.append(f"- correct: {'yes' if verdict.correct else 'no'} on {verdict.inputs_checked} input sets")
+    if verdict.extra.get("checked_apart"):
+        lines.append(f"- outputs also checked against Model run in a process of its own "
+                     f"({verdict.extra['checked_apart']} input sets)")
+    if verdict.extra.get("flags"):
+        lines.append(f"- flagged: {', '.join(verdict.extra['flags'])} (never applied by itself)")
     if verdict.registers is not None:
         lines.append(f"- registers per thread: {verdict.registers}")
     if verdict.shared_bytes is not None:

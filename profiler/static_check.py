@@ -54,19 +54,10 @@ PATTERNS: dict[str, tuple[str, ...]] = {
 _COMPILED = {name: [re.compile(p) for p in patterns] for name, patterns in PATTERNS.items()}
 
 
-def _tree(source: str) -> ast.AST | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-
-
-def _renamings(tree: ast.AST | None) -> dict[str, str]:
+def _renamings(tree: ast.AST) -> dict[str, str]:
     """alias -> the full name it stands for, from every import statement (`import os as _os`,
     `from os import fork as f`), wherever it stands (inside a function, after a `;`, in
-    parentheses over several lines). A file that does not parse has none."""
-    if tree is None:
-        return {}
+    parentheses over several lines)."""
     names: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -76,10 +67,9 @@ def _renamings(tree: ast.AST | None) -> dict[str, str]:
     return names
 
 
-def unaliased(source: str) -> str:
+def _unaliased(source: str, names: dict[str, str]) -> str:
     """The source with each renamed import written out in full (`_os.fork` -> `os.fork`), in
     one pass, so that the patterns, written for `os.fork`, see through a renaming import."""
-    names = _renamings(_tree(source))
     if not names:
         return source
     alias = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
@@ -99,10 +89,9 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) and parts else None
 
 
-def _library_patches(tree: ast.AST) -> int:
-    """Assignments to (and deletions of) a library's attributes, aliases resolved: `torch.relu
-    = ...`, `G.relu = ...` after `import torch.nn.functional as G`, `del torch.relu`."""
-    names = _renamings(tree)
+def _library_patches(tree: ast.AST, names: dict[str, str]) -> int:
+    """Assignments to (and deletions of) a library's attributes, aliases (`names`) resolved:
+    `torch.relu = ...`, `G.relu = ...` after `import torch.nn.functional as G`, `del torch.relu`."""
     library = re.compile(rf"{_LIBRARIES}\.(?!{_NOT_LIBRARY_PATCHES})")
     count = 0
     for node in ast.walk(tree):
@@ -121,18 +110,22 @@ def _library_patches(tree: ast.AST) -> int:
                 continue
             root, _, rest = name.partition(".")
             full = f"{names.get(root, root)}.{rest}"
-            count += bool(library.match(full)) or bool(library.match(f"{root}.{rest}"))
+            count += bool(library.match(full) or library.match(name))
     return count
 
 
 def _counts(source: str) -> dict[str, int]:
     """Each pattern's count in the source as written or with its imports unaliased, whichever
-    is more: a made-up alias (`import sys as os` in a string) can only add flags."""
-    written, expanded = _count(source), _count(unaliased(source))
+    is more: a made-up alias (`import sys as os` in a string) can only add flags. Library
+    patches are counted in the syntax tree, where the source parses."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return _count(source)  # it fails as "does not parse" anyway
+    names = _renamings(tree)
+    written, expanded = _count(source), _count(_unaliased(source, names))
     counts = {name: max(written[name], expanded[name]) for name in written}
-    tree = _tree(source)
-    if tree is not None:
-        counts["library_patch"] = _library_patches(tree)
+    counts["library_patch"] = _library_patches(tree, names)
     return counts
 
 

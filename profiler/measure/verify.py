@@ -66,12 +66,21 @@ def _first(mask) -> int:
 
 
 def _rms(base, finite, xp) -> float:
-    """The root mean square of the finite elements (1.0 when there are none, or all are 0):
-    the scale of the absolute tolerance."""
+    """The root mean square of the finite elements (0.0 when there are none)."""
     finite_count = int(finite.sum())
-    scale = float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
+    return float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
         if finite_count else 0.0
-    return scale or 1.0
+
+
+def _off_tolerance(base, cand, rtol: float, atol: float, scale: float, xp):
+    """(mask of the elements off by more than rtol * |base| + atol * scale, the limits):
+    compare's rule, for whole outputs and for samples of them alike."""
+    finite = xp.isfinite(base)
+    with np.errstate(invalid="ignore", over="ignore"):
+        limit = rtol * xp.abs(base) + atol * scale
+        # Where the baseline is inf or NaN, only the same value on the candidate's side agrees.
+        same_special = (base == cand) | (xp.isnan(base) & xp.isnan(cand))
+        return xp.where(finite, ~(xp.abs(cand - base) <= limit), ~same_special), limit
 
 
 def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
@@ -105,14 +114,9 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
         return None
     rtol, atol = TOLERANCES[dtype_name]
     finite = xp.isfinite(base)
-    scale = _rms(base, finite, xp)
+    bad, limit = _off_tolerance(base, cand, rtol, atol, _rms(base, finite, xp) or 1.0, xp)
     with np.errstate(invalid="ignore", over="ignore"):
-        error = xp.abs(cand - base)
-        limit = rtol * xp.abs(base) + atol * scale
-        # Where the baseline is inf or NaN, only the same value on the candidate's side agrees.
-        same_special = (base == cand) | (xp.isnan(base) & xp.isnan(cand))
-        bad = xp.where(finite, ~(error <= limit), ~same_special)
-        worst = float(xp.where(finite & bad, error / limit, 0).max()) if bool(bad.any()) else 0.0
+        worst = float(xp.where(finite & bad, xp.abs(cand - base) / limit, 0).max()) if bool(bad.any()) else 0.0
     if bool(bad.any()):
         first = _first(bad)
         return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements off by more than "
@@ -147,10 +151,7 @@ def output_sample(array, dtype_name: str, positions_seed: list[int]) -> dict:
     if is_float(dtype_name):
         work = xp.float64 if dtype_name == "float64" else xp.float32
         whole = flat.astype(work, copy=False)
-        finite = xp.isfinite(whole)
-        count = int(finite.sum())
-        sample["rms"] = float(xp.sqrt(xp.sum(xp.where(finite, whole, 0).astype(xp.float64) ** 2) / count)) \
-            if count else 0.0
+        sample["rms"] = _rms(whole, xp.isfinite(whole), xp)
         sample["scale"] = sample["rms"] or 1.0
         sample["values"] = [float(v) for v in values.astype(xp.float64).tolist()]
     else:
@@ -181,11 +182,7 @@ def compare_samples(name: str, reference: dict, candidate: dict) -> Mismatch | N
     rtol, atol = TOLERANCES[dtype]
     base, cand = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
     scale = float(reference["scale"])
-    finite = np.isfinite(base)
-    with np.errstate(invalid="ignore", over="ignore"):
-        limit = rtol * np.abs(base) + atol * scale
-        same_special = (base == cand) | (np.isnan(base) & np.isnan(cand))
-        bad = np.where(finite, ~(np.abs(cand - base) <= limit), ~same_special)
+    bad, _ = _off_tolerance(base, cand, rtol, atol, scale, np)
     if bool(bad.any()):
         first = _first(bad)
         return Mismatch("values", f"{name}: {int(bad.sum())} of {base.size} sampled elements differ "

@@ -16,7 +16,7 @@ import profiler
 from profiler.cuda_source import find_kernel
 from profiler.results import Diagnostic, Verdict
 
-FINE_STATUSES = ("faster", "not_faster", "correct_untimed", "no_gpu")
+FINE_STATUSES = ("faster", "not_faster", "no_gpu")
 
 
 def _usage_error(message: str) -> int:

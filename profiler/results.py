@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 STATUSES = (
     "faster",
     "not_faster",
-    "correct_untimed",
     "wrong",
     "compile_error",
     "timeout",

@@ -83,7 +83,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **f
         flags = [*(flags or []), "escaped_sandbox"]
         verdict.message += f"; {outcome.escaped} process(es) outlived the sandbox's keeper and were killed"
     cheats = [name for name in flags or [] if name in CHEAT_FLAGS]
-    if cheats and verdict.status in ("faster", "not_faster", "correct_untimed"):
+    if cheats and verdict.status in ("faster", "not_faster"):
         reasons = "; ".join(f"{CHEAT_FLAGS[name]} ({name})" for name in cheats)
         untrusted = verdict
         verdict = Verdict.failed("error", f"not judged: the candidate {reasons}, so its measurements are its own",
@@ -276,13 +276,20 @@ def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
     if 1 / REFERENCE_TOLERANCE <= ratio <= REFERENCE_TOLERANCE:
         verdict.extra["reference_ms"] = reference_ms
         return verdict
-    rejected = Verdict.failed("crash", f"crashed: measurements rejected: the baseline timed beside the candidate "
-                                       f"({verdict.baseline_ms:.4f} ms) is not the baseline timed alone "
-                                       f"({reference_ms:.4f} ms)", compiled=verdict.compiled, gpu=verdict.gpu,
-                              kernel=verdict.kernel, extra={"untrusted_message": verdict.message})
-    for name in verdict.extra.get("flags", []):
-        _flag(rejected, name)
-    return rejected
+    return _overruled(verdict, "crash", f"crashed: measurements rejected: the baseline timed beside the "
+                                        f"candidate ({verdict.baseline_ms:.4f} ms) is not the baseline timed "
+                                        f"alone ({reference_ms:.4f} ms)")
+
+
+def _overruled(verdict: Verdict, status: str, message: str, *flags: str, **fields) -> Verdict:
+    """A verdict that replaces `verdict` after a check in this process: nothing measured, the
+    candidate's own message kept as untrusted, its flags (and `flags`) carried over."""
+    replaced = Verdict.failed(status, message, compiled=fields.pop("compiled", verdict.compiled), gpu=verdict.gpu,
+                              kernel=verdict.kernel, extra={"untrusted_message": verdict.message}, **fields)
+    names = [*verdict.extra.get("flags", []), *flags]
+    if names:
+        _flag(replaced, *names)
+    return replaced
 
 
 def reference_ms(outcome: SandboxOutcome) -> float | None:
@@ -317,11 +324,7 @@ def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, referen
         return verdict
 
     def unproven(why: str) -> Verdict:
-        failed = Verdict.failed("error", f"not judged: {why}", compiled=verdict.compiled, gpu=verdict.gpu,
-                                kernel=verdict.kernel, extra={"untrusted_message": verdict.message})
-        for name in verdict.extra.get("flags", []):
-            _flag(failed, name)
-        return failed
+        return _overruled(verdict, "error", f"not judged: {why}")
 
     samples = outcome.result.get("samples") if outcome.status == "ok" else None
     if not isinstance(samples, list):
@@ -338,13 +341,10 @@ def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, referen
                  if (m := compare_samples(f"output {i}", w, h)) is not None), None)
             if mismatch is not None:
                 where = "the inputs it was timed on" if key[1] is None else f"input set {number}"
-                wrong = Verdict.failed("wrong", f"wrong on {where} against Model run in a process of its own: "
-                                                f"{mismatch} (in the candidate's own process the outputs matched "
-                                                f"Model there)", compiled=True, gpu=verdict.gpu,
-                                       kernel=verdict.kernel, inputs_checked=number - 1,
-                                       extra={"untrusted_message": verdict.message})
-                _flag(wrong, *verdict.extra.get("flags", []), "baseline_changed")
-                return wrong
+                return _overruled(verdict, "wrong", f"wrong on {where} against Model run in a process of its "
+                                                    f"own: {mismatch} (in the candidate's own process the outputs "
+                                                    f"matched Model there)", "baseline_changed", compiled=True,
+                                  inputs_checked=number - 1)
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
         return unproven(f"malformed samples of the candidate's outputs ({type(exc).__name__})")
     verdict.extra["checked_apart"] = len(expected)

@@ -54,18 +54,23 @@ class PairTiming:
                 "runs": len(self.baseline_runs), "seconds": self.seconds}
 
 
+def _interleaved(count: int, runs: int):
+    """The fn indices of `runs` runs of `count` fns, their order alternating every run, so
+    that neither side always runs first (or always in a slower moment)."""
+    for r in range(runs):
+        yield from (range(count) if r % 2 == 0 else reversed(range(count)))
+
+
 def _timed_runs(fns: list[Callable[[], Any]], runs: int, ops: DeviceOps) -> list[list[float]]:
     """`runs` event timings of each fn, interleaved; fn order alternates every run."""
     events: list[list[tuple[Any, Any]]] = [[] for _ in fns]
-    for r in range(runs):
-        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
-        for i in order:
-            ops.flush_l2()
-            start, end = ops.new_event(), ops.new_event()
-            start.record()
-            fns[i]()
-            end.record()
-            events[i].append((start, end))
+    for i in _interleaved(len(fns), runs):
+        ops.flush_l2()
+        start, end = ops.new_event(), ops.new_event()
+        start.record()
+        fns[i]()
+        end.record()
+        events[i].append((start, end))
     ops.synchronize()
     # Events resolve about half a microsecond; two that read the same instant still bound a
     # positive time, and ratios of times need it.
@@ -134,17 +139,16 @@ def escape_checks(fns: list[Callable[[], Any]], ops: DeviceOps, runs: int = ESCA
     stretches the wall times of both alike instead of whichever ran while it lasted."""
     events: list[list[float]] = [[] for _ in fns]
     walls: list[list[float]] = [[] for _ in fns]
-    for r in range(runs):
-        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
-            ops.synchronize()
-            start, end = ops.new_event(), ops.new_event()
-            t0 = time.perf_counter()
-            start.record()
-            fns[i]()
-            end.record()
-            ops.synchronize()
-            walls[i].append((time.perf_counter() - t0) * 1000)
-            events[i].append(ops.elapsed_ms(start, end))
+    for i in _interleaved(len(fns), runs):
+        ops.synchronize()
+        start, end = ops.new_event(), ops.new_event()
+        t0 = time.perf_counter()
+        start.record()
+        fns[i]()
+        end.record()
+        ops.synchronize()
+        walls[i].append((time.perf_counter() - t0) * 1000)
+        events[i].append(ops.elapsed_ms(start, end))
     return [EscapeCheck(summarize(e).median_ms, summarize(w).median_ms) for e, w in zip(events, walls)]
 
 

@@ -27,8 +27,7 @@ from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
 from profiler.verdict import (
     Reference,
-    against_reference,
-    against_reference_outputs,
+    against_model_alone,
     from_outcome,
     reference_ms,
     reference_samples,
@@ -270,9 +269,8 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
         reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
-    verdict = against_reference(verdict, reference_time)
-    if reference.inputs is not None:
-        verdict = against_reference_outputs(verdict, outcome, reference.samples)
+    verdict = against_model_alone(verdict, outcome, reference_time,
+                                  reference.samples if reference.inputs is not None else None)
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.

@@ -281,6 +281,16 @@ def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
                                         f"alone ({reference_ms:.4f} ms)")
 
 
+def against_model_alone(verdict: Verdict, outcome: SandboxOutcome, reference_ms: float | None,
+                        reference: list[dict] | None) -> Verdict:
+    """`verdict` checked against Model run in a process of its own: its outputs first (a
+    candidate whose outputs differ from Model alone is wrong, whatever it did to the clock),
+    then its baseline time (against_reference_outputs, then against_reference)."""
+    if reference is not None:
+        verdict = against_reference_outputs(verdict, outcome, reference)
+    return against_reference(verdict, reference_ms)
+
+
 def _overruled(verdict: Verdict, status: str, message: str, *flags: str, **fields) -> Verdict:
     """A verdict that replaces `verdict` after a check in this process: nothing measured, the
     candidate's own message kept as untrusted, its flags (and `flags`) carried over."""

@@ -374,7 +374,7 @@ def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
     import numpy as np
 
     from profiler.sandbox import SandboxOutcome
-    from profiler.verdict import against_reference_outputs, from_outcome, reference_samples
+    from profiler.verdict import against_model_alone, against_reference_outputs, from_outcome, reference_samples
 
     assert static_flags(candidate('torch.__setattr__("re" + "lu", lambda x: x)\n'), BASELINE) == []
     rng = np.random.default_rng(0)
@@ -412,6 +412,15 @@ def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
     # what the timed calls returned (the third entry) is compared too
     timed_wrong = judged(_sampled_run([right[0], right[1], [right[2][0] * 2]]))
     assert timed_wrong.status == "wrong" and "on the inputs it was timed on" in timed_wrong.message
+    # a patch of Model also changes the baseline's time beside the candidate (the H200 run of
+    # 2026-12-03: 0.0012 ms beside it, 0.1303 ms alone): outputs are compared first, so the
+    # verdict is wrong, not a crash of the measurements
+    outcome = SandboxOutcome("ok", _sampled_run(changed), 0, "", 5.0)
+    both = against_model_alone(from_outcome(outcome), outcome, from_outcome(outcome).baseline_ms * 100, reference)
+    assert both.status == "wrong" and "against Model run in a process of its own" in both.message, both.message
+    outcome = SandboxOutcome("ok", _sampled_run(close), 0, "", 5.0)
+    slow = against_model_alone(from_outcome(outcome), outcome, from_outcome(outcome).baseline_ms * 100, reference)
+    assert slow.status == "crash" and "is not the baseline timed alone" in slow.message
     # without a reference (Model alone did not run to the end) there is nothing to compare, and
     # the verdict says so
     assert reference_samples(SandboxOutcome("crash", None, 1, "", 5.0)) is None

@@ -68,8 +68,12 @@ def _first(mask) -> int:
 def _rms(base, finite, xp) -> float:
     """The root mean square of the finite elements (0.0 when there are none)."""
     finite_count = int(finite.sum())
-    return float(xp.sqrt(xp.sum(xp.where(finite, base, 0).astype(xp.float64) ** 2) / finite_count)) \
-        if finite_count else 0.0
+    if not finite_count:
+        return 0.0
+    values = xp.where(finite, base, 0).astype(xp.float64)
+    # Scaled by the largest magnitude, so that squares of values past 1e154 do not overflow.
+    peak = float(xp.max(xp.abs(values)))
+    return peak * float(xp.sqrt(xp.sum((values / peak) ** 2) / finite_count)) if peak else 0.0
 
 
 def _off_tolerance(base, cand, rtol: float, atol: float, scale: float, xp):

@@ -245,14 +245,14 @@ def _strict_fp32() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def _mismatch(expected: list, got: list) -> str | None:
+def _mismatch(expected: list, got: list[tuple[Any, str]]) -> str | None:
+    """How the candidate's outputs (`got`, already _comparable) differ from `expected`."""
     if len(expected) != len(got):
         return f"{len(got)} output tensors, expected {len(expected)}"
-    for i, (e, g) in enumerate(zip(expected, got)):
-        if e.dtype != g.dtype:
-            return f"output {i}: dtype {g.dtype}, expected {e.dtype}"
+    for i, (e, (cand, cand_name)) in enumerate(zip(expected, got)):
         base, name = _comparable(e)
-        cand, _ = _comparable(g)
+        if cand_name != name:
+            return f"output {i}: dtype torch.{cand_name}, expected {e.dtype}"
         found = compare(f"output {i}", base, cand, name)
         if found is not None:
             return str(found)
@@ -311,17 +311,19 @@ class Problem:
         Phase.set(f"{what} run")
         got = _tensors(runner(*_clone(inputs)))
         torch.cuda.synchronize()  # work left on any stream must finish before reading
-        self.sample(seed, bool(signed), got)
-        return _mismatch(expected, got)
+        comparable = [_comparable(t) for t in got]  # once, for the comparison and the samples
+        self.sample(seed, bool(signed), comparable)
+        return _mismatch(expected, comparable)
 
     def sample(self, seed: int, signed: bool | None, outputs: list) -> None:
-        """Samples of `outputs` of the input set (seed, signed); signed None: the inputs the
-        timing runs used."""
+        """Samples of `outputs` (tensors, or pairs _comparable made of them) of the input set
+        (seed, signed); signed None: the inputs the timing runs used."""
         if self.samples is None:
             return
         try:
+            pairs = [t if isinstance(t, tuple) else _comparable(t) for t in outputs]
             self.samples.append({"seed": seed, "signed": signed, "outputs": [
-                output_sample(*_comparable(t), [self.sample_seed, seed, i]) for i, t in enumerate(outputs)]})
+                output_sample(array, name, [self.sample_seed, seed, i]) for i, (array, name) in enumerate(pairs)]})
         except Exception:  # noqa: BLE001 - an output the sampler cannot read: nothing to compare
             self.samples = None
 

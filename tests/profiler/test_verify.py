@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.measure.verify import INT_POISON_BYTE, compare
+import pytest
+
+from profiler.measure.verify import INT_POISON_BYTE, compare, output_sample
 
 
 def rng():
@@ -60,3 +62,13 @@ def test_same_inf_and_baseline_nan_agree_and_shapes_must_match():
     assert compare("y", base, base.copy(), "float32") is None
     assert compare("y", base, np.array([-np.inf, np.nan, 1.0], np.float32), "float32").reason == "values"
     assert compare("y", np.zeros((2, 3)), np.zeros((3, 2)), "float64").reason == "shape"
+
+
+def test_huge_float64_outputs_keep_a_finite_scale():
+    """Squares of float64 values past 1e154 overflow; the rms (the tolerance's scale, and what
+    samples carry across processes) must not become inf, which would accept anything."""
+    base = np.full(1000, 1e200, dtype=np.float64)
+    assert compare("out", base, base.copy(), "float64") is None
+    assert compare("out", base, base * 1.5, "float64") is not None
+    sample = output_sample(base, "float64", [0, 1, 2])
+    assert sample["rms"] == pytest.approx(1e200)

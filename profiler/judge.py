@@ -333,10 +333,12 @@ def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_li
     again, with its diagnostics, when it is judged. Candidates run side by side could reach
     each other's folders while they build: one whose source the static checker flags
     (files, the environment, the harness's memory, threads) is built alone when judged."""
+    arch = compute_capability()
     todo = [c for c in dict.fromkeys(candidates)
-            if c is not None and not python_check(c, path) and not static_flags(c, baseline)]
+            if c is not None and not builds.known(VerifiedBuilds.key(c, arch))  # judged before: built
+            and not python_check(c, path) and not static_flags(c, baseline)]
     jobs = build_jobs(len(todo))
-    if jobs < 2 or gpu_name() is None or compute_capability() is None:
+    if jobs < 2 or gpu_name() is None or arch is None:
         return  # one at a time is what judging does anyway; without a GPU it only builds
     if on_progress is not None:
         on_progress(0, len(candidates))

@@ -455,9 +455,22 @@ def _run_kernelbench(request: dict) -> dict:
             "bytes_moved": moved, "samples": problem.samples, "extra": extra, **common}
 
 
+def _compile_caches_beside_the_build() -> None:
+    """torch.compile's caches (Inductor's compiled graphs, Triton's kernels) in this run's
+    build folder: the document's own, verified between its runs (profiler.sandbox.builds), so
+    that profiling the same document again compiles Model from the cache. The sandbox's
+    environment names no other cache folder for them; by default they would land in its
+    temporary folder, which ends with the run."""
+    folder = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if folder:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(folder, "torchinductor")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+
+
 def run_torch_compile(request: dict) -> dict:
     """Time torch.compile(Model) against eager Model (a second baseline; merged into the
     candidate's verdict by profiler.judge)."""
+    _compile_caches_beside_the_build()
     import torch
 
     from profiler.run.device import torch_ops

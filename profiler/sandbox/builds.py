@@ -83,6 +83,11 @@ class VerifiedBuilds:
             finally:
                 self.checkin(key)
 
+    def known(self, key: str) -> bool:
+        """Whether a run of this document left its folder here (to be verified when used)."""
+        with self._lock:
+            return key in self.digests
+
     def checkout(self, key: str) -> Path:
         """The document's build folder, as it was after its last run, or empty."""
         folder = self.root / key

@@ -46,13 +46,6 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-def shared_dir() -> Path:
-    for cand in (os.environ.get("DICE_SHARED"), REPO.parent / "shared", REPO / ".shared"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    raise SystemExit("no shared/ folder with kernelbench (set DICE_SHARED)")
-
-
 SANDBOX_RUNS: list[dict] = []
 
 
@@ -147,7 +140,7 @@ def main() -> int:
         log("no GPU: nothing to measure (run this on the GPU machine)")
         return 1
     judge_module.run_sandboxed = _recording(judge_module.run_sandboxed)
-    kernelbench = shared_dir() / "kernelbench"
+    kernelbench = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench"  # device-setup.sh sets it
     tag = f"{os.getpid()}-{int(time.time())}"
     rows: list[dict] = []
 

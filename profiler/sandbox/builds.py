@@ -33,8 +33,9 @@ from typing import Iterator
 
 # Build folders one store keeps (a load_inline build folder holds some MB of objects).
 MAX_FOLDERS = 64
-# Environment variable: "0" gives each judge()/profile() call a store of its own, as before
-# the process-wide store (kept to measure the difference: benchmarks/kernelbench_build.py).
+# Environment variable: "0" restores the judging before the process-wide store: each judge()
+# call a store of its own, profile() none (its two runs build apart). Kept to measure the
+# difference (benchmarks/kernelbench_build.py) and for whoever wants nothing kept.
 REUSE_ENV = "DICE_REUSE_BUILDS"
 
 

@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-# Build folders one store keeps (a load_inline build folder holds some MB of objects).
-MAX_FOLDERS = 64
+# Build folders one store keeps (a load_inline build holds about 8 MB: two objects, the
+# library; at most some hundred MB of the temporary folder).
+MAX_FOLDERS = 32
 # Environment variable: "0" restores the judging before the process-wide store: each judge()
 # call a store of its own, profile() none (its two runs build apart). Kept to measure the
 # difference (benchmarks/kernelbench_build.py) and for whoever wants nothing kept.

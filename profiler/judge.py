@@ -22,7 +22,7 @@ from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import Cancelled, run_sandboxed
-from profiler.sandbox.builds import VerifiedBuilds
+from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
 from profiler.verdict import (
@@ -244,12 +244,8 @@ def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit
     request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
     if builds is None or candidate is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env)
-    key = VerifiedBuilds.key(candidate, request["cuda_arch"])
-    try:
-        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env,
-                             extensions=builds.checkout(key))
-    finally:
-        builds.checkin(key)
+    with builds.folder(VerifiedBuilds.key(candidate, request["cuda_arch"])) as folder:
+        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, extensions=folder)
 
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
@@ -268,7 +264,7 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     verdict = from_outcome(outcome, flags=flags)
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
-        reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel)
+        reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel, builds)
     verdict = against_model_alone(verdict, outcome, reference_time,
                                   reference.samples if reference.inputs is not None else None)
     if candidate is not None and verdict.status == "no_gpu":
@@ -281,13 +277,24 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
 
 
 def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float,
-                       should_cancel) -> float | None:
+                       should_cancel, builds: VerifiedBuilds | None) -> float | None:
     """torch.compile(Model) as a second baseline, in a sandbox of its own (it may be slow or
     fail: then the verdict says so and keeps the eager comparison). Returns eager Model's
-    time from that process (no candidate code ran there), or None."""
+    time from that process (no candidate code ran there), or None.
+
+    That process loads the whole document, so its load_inline calls run there too: with
+    `builds`, in the document's own build folder, where the document's judging run left its
+    build (profile(): one document, one build)."""
     request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
-               "seeds": _seeds(), "time_budget_s": _time_budget(time_limit)}
-    compile_ms, eager_ms, why = torch_compile_ms(run_sandboxed(request, time_limit, should_cancel=should_cancel))
+               "seeds": _seeds(), "time_budget_s": _time_budget(time_limit), "cuda_arch": compute_capability()}
+    if builds is None:
+        outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel)
+    else:
+        with builds.folder(VerifiedBuilds.key(baseline, request["cuda_arch"])) as folder:
+            outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, extensions=folder)
+    if outcome.status == "ok" and outcome.result.get("extra", {}).get("builds"):
+        verdict.extra["torch_compile_builds"] = outcome.result["extra"]["builds"]
+    compile_ms, eager_ms, why = torch_compile_ms(outcome)
     if compile_ms is None:
         verdict.extra["torch_compile"] = f"not timed: {why}"
         return None
@@ -324,10 +331,12 @@ def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_li
     again, with its diagnostics, when it is judged. Candidates run side by side could reach
     each other's folders while they build: one whose source the static checker flags
     (files, the environment, the harness's memory, threads) is built alone when judged."""
+    arch = compute_capability()
     todo = [c for c in dict.fromkeys(candidates)
-            if c is not None and not python_check(c, path) and not static_flags(c, baseline)]
+            if c is not None and not builds.known(VerifiedBuilds.key(c, arch))  # judged before: built
+            and not python_check(c, path) and not static_flags(c, baseline)]
     jobs = build_jobs(len(todo))
-    if jobs < 2 or gpu_name() is None or compute_capability() is None:
+    if jobs < 2 or gpu_name() is None or arch is None:
         return  # one at a time is what judging does anyway; without a GPU it only builds
     if on_progress is not None:
         on_progress(0, len(candidates))
@@ -355,7 +364,8 @@ def _reference(baseline: str, candidates: list[str | None], path: str, time_limi
 
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
-    builds = VerifiedBuilds()
+    own = not reuse_builds()  # a store for this call alone (DICE_REUSE_BUILDS=0)
+    builds = VerifiedBuilds() if own else process_builds()
     try:
         _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel, builds)
         reference = _reference(baseline, candidates, path, time_limit, should_cancel)
@@ -365,7 +375,8 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
                                                             with_compile=False, builds=builds,
                                                             reference=reference))
     finally:
-        builds.close()
+        if own:
+            builds.close()
 
 
 # ------------------------------------------------------------------ public
@@ -388,6 +399,7 @@ def profile(source: str, path: str, *, kernel: str | None = None, time_limit: fl
     there is no ModelNew), with torch.compile(Model) as a second baseline."""
     if is_kernelbench(path):
         candidate = source if defines_model_new(source) else None
-        return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True)
+        return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
+                                    builds=process_builds() if reuse_builds() else None)
     (verdict,) = _cuda_verdicts(source, [None], path, kernel, time_limit, None, should_cancel)
     return verdict

@@ -44,20 +44,50 @@ _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
 # ------------------------------------------------------------------ loading
 
-# Every load_inline/load call of this process: {"name", "seconds", "cached"}; "cached" is
-# true when the call built nothing (its library was there already, e.g. built ahead).
+# Every load_inline/load call of this process: {"name", "seconds", "cached", "steps"};
+# "cached" is true when the call built nothing (its library was there already, e.g. built
+# ahead); "steps": what ninja ran, {output: [start_s, end_s]} from the start of its run
+# (main.o: the C++ glue, cuda.cuda.o: nvcc, NAME.so: the link).
 BUILDS: list[dict] = []
 
 
-def _libraries(name: str) -> dict[str, float]:
-    """The extension libraries torch keeps for `name`, with their modification times."""
+def _build_folder(name: str) -> Path | None:
     try:
         from torch.utils.cpp_extension import _get_build_directory
 
-        folder = Path(_get_build_directory(name, False))
+        return Path(_get_build_directory(name, False))
     except Exception:  # a private helper of torch: without it, say nothing rather than guess
+        return None
+
+
+def _libraries(folder: Path | None) -> dict[str, float]:
+    """The extension libraries in a build folder, with their modification times."""
+    return {str(p): p.stat().st_mtime for p in folder.glob("*.so")} if folder and folder.is_dir() else {}
+
+
+def _ninja_log_size(folder: Path | None) -> int:
+    try:
+        return (folder / ".ninja_log").stat().st_size if folder else 0
+    except OSError:
+        return 0
+
+
+def ninja_steps(folder: Path | None, since: int = 0) -> dict[str, list[float]]:
+    """The steps ninja logged in `folder` past byte `since` of its .ninja_log: {output:
+    [start_s, end_s]}, times from the start of that ninja run (log lines: start_ms end_ms
+    mtime output hash)."""
+    try:
+        with open(folder / ".ninja_log", "rb") as log:  # type: ignore[operator]
+            log.seek(since)
+            lines = log.read().decode(errors="replace").splitlines()
+    except (OSError, TypeError):
         return {}
-    return {str(p): p.stat().st_mtime for p in folder.glob("*.so")} if folder.is_dir() else {}
+    steps = {}
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit():
+            steps[fields[3]] = [int(fields[0]) / 1000, int(fields[1]) / 1000]
+    return steps
 
 
 def _timing_builds_apart() -> None:
@@ -75,13 +105,14 @@ def _timing_builds_apart() -> None:
             before = Phase.current
             Phase.set("build extension")
             extension = kwargs.get("name", args[0] if args else "")
-            libraries, started = _libraries(extension), time.monotonic()
+            folder = _build_folder(extension)
+            libraries, logged, started = _libraries(folder), _ninja_log_size(folder), time.monotonic()
             try:
                 return _original(*args, **kwargs)
             finally:
-                after = _libraries(extension)
+                after = _libraries(folder)
                 BUILDS.append({"name": extension, "seconds": round(time.monotonic() - started, 2),
-                               "cached": bool(after) and after == libraries})
+                               "cached": bool(after) and after == libraries, "steps": ninja_steps(folder, logged)})
                 Phase.set(before)
 
         building.dice_wrapped = True
@@ -426,9 +457,22 @@ def _run_kernelbench(request: dict) -> dict:
             "bytes_moved": moved, "samples": problem.samples, "extra": extra, **common}
 
 
+def _compile_caches_beside_the_build() -> None:
+    """torch.compile's caches (Inductor's compiled graphs, Triton's kernels) in this run's
+    build folder: the document's own, verified between its runs (profiler.sandbox.builds), so
+    that profiling the same document again compiles Model from the cache. The sandbox's
+    environment names no other cache folder for them; by default they would land in its
+    temporary folder, which ends with the run."""
+    folder = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if folder:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(folder, "torchinductor")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+
+
 def run_torch_compile(request: dict) -> dict:
     """Time torch.compile(Model) against eager Model (a second baseline; merged into the
     candidate's verdict by profiler.judge)."""
+    _compile_caches_beside_the_build()
     import torch
 
     from profiler.run.device import torch_ops
@@ -437,6 +481,7 @@ def run_torch_compile(request: dict) -> dict:
     _strict_fp32()
     if not torch.cuda.is_available():
         return {"outcome": "no_gpu", "compiled": False, "message": "not timed: no GPU"}
+    pin_cuda_arch(request.get("cuda_arch"))  # the flags of the document's judging run: its build is found
     Phase.set("load baseline")
     module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
     model = module.Model(*module.get_init_inputs()).cuda()
@@ -449,4 +494,4 @@ def run_torch_compile(request: dict) -> dict:
     pair = time_pair(lambda: model(*inputs), lambda: compiled(*inputs), torch_ops(),
                      budget_s=float(request["time_budget_s"]))
     return {"outcome": "torch_compile", "timing": {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs,
-                                                   "seconds": pair.seconds}}
+                                                   "seconds": pair.seconds}, "extra": {"builds": BUILDS}}

@@ -71,5 +71,7 @@ def test_a_second_process_finds_the_build_in_the_extension_cache(tmp_path):
 
     (first,) = load()
     assert first["name"] == "dice_build_record" and first["cached"] is False and first["seconds"] > 0
+    assert set(first["steps"]) == {"main.o", "dice_build_record.so"}  # ninja's steps, compile then link
+    assert first["steps"]["main.o"][1] <= first["steps"]["dice_build_record.so"][0] + 1e-3
     (second,) = load()
-    assert second["cached"] is True, second
+    assert second["cached"] is True and second["steps"] == {}, second

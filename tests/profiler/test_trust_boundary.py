@@ -217,6 +217,7 @@ def test_a_candidate_cannot_poison_a_later_candidates_build(tmp_path, monkeypatc
     first, again = [json.loads(line) for line in report.read_text().splitlines()]
     assert first == [] and again == ["built.so"]  # its own build, verified, is kept for it
     report.unlink()
+    honest = _listing_candidate(report, "# another document: a folder of its own, empty at first")
     profiler.judge(BASELINE, [honest, poisoner, honest], "relu.py", time_limit=30.0)
     first, again = [json.loads(line) for line in report.read_text().splitlines()]
     assert first == [] and "poison.so" not in again and again == []  # tampered with: emptied

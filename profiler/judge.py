@@ -158,6 +158,8 @@ class _CudaJob:
             "time_budget_s": _time_budget(time_limit),
             "include_dirs": [os.path.dirname(os.path.abspath(self.path))] if self.path else [],
             "peak_gbs": known_peak_gbs(gpu_name()),
+            # On the device with the pool (milliseconds); on the host, as before it, without.
+            "inputs_on": "device" if pool.enabled() else "host",
         }
 
     def judge(self, candidate: str | None, time_limit: float, should_cancel,

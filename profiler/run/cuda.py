@@ -7,7 +7,7 @@ The request (built by profiler.judge) carries the baseline's spec resolved to pa
     {"kind": "cuda", "kernel", "baseline": {"source", "filename"}, "candidate": ... | None,
      "params": [{"name", "dtype", "pointer", "role": "input"|"output"|"inout"|"scalar",
                  "count", "value"}], "grid", "block", "shared", "flops", "seeds",
-     "time_budget_s"}
+     "time_budget_s", "inputs_on": "device" | "host" (where inputs are drawn; default host)}
 A candidate of None profiles the baseline alone: its outputs must be fully written and the
 same on two runs, and it is timed without a comparison.
 """
@@ -134,26 +134,32 @@ def _from_bf16_bits(bits):
     return (bits.astype("uint32") << 16).view("float32")
 
 
-def make_inputs(params: list[dict], seed: int) -> dict[str, Any]:
-    """Fresh signed random contents for every input and inout buffer, drawn on the device
-    (cuRAND through CuPy: a 16M-element buffer costs milliseconds there, a large share of a
-    judging on the host), as arrays in their device storage dtype."""
-    import cupy
+def make_inputs(params: list[dict], seed: int, on_device: bool = True) -> dict[str, Any]:
+    """Fresh signed random contents for every input and inout buffer, as arrays in their
+    device storage dtype: drawn on the device (cuRAND through CuPy: a 16M-element buffer
+    costs milliseconds there, a large share of a judging on the host), or with numpy on the
+    host (the request's "inputs_on": "host", as before the sandbox pool)."""
+    if on_device:
+        import cupy
 
-    rng = cupy.random.RandomState(seed)
+        rng, xp = cupy.random.RandomState(seed), cupy
+        integers = rng.randint
+    else:
+        rng, xp = np.random.default_rng(seed), np
+        integers = rng.integers
     inputs: dict[str, Any] = {}
     for p in params:
         if p["role"] not in ("input", "inout"):
             continue
         dtype, count = p["dtype"], p["count"]
         if is_float(dtype):
-            values = rng.standard_normal(count, dtype=cupy.float32)
+            values = rng.standard_normal(count, dtype=xp.float32)
             inputs[p["name"]] = _to_bf16_bits(values) if dtype == "bfloat16" else values.astype(dtype)
         elif dtype == "bool":
-            inputs[p["name"]] = rng.randint(0, 2, count).astype(cupy.bool_)
+            inputs[p["name"]] = integers(0, 2, count).astype(xp.bool_)
         else:
             low, high = INT_INPUT_RANGE["unsigned" if dtype.startswith("u") else "signed"]
-            inputs[p["name"]] = rng.randint(low, high, count).astype(dtype)
+            inputs[p["name"]] = integers(low, high, count).astype(dtype)
     return inputs
 
 
@@ -191,9 +197,12 @@ class Side:
         for p in self.params:
             if p["name"] in inputs:
                 buffer, values = self.buffers[p["name"]], inputs[p["name"]]
-                if buffer.nbytes != values.nbytes:
+                if isinstance(values, np.ndarray):
+                    buffer.set(values)
+                elif buffer.nbytes != values.nbytes:
                     raise ValueError(f"{p['name']}: {values.nbytes} bytes of inputs for a buffer of {buffer.nbytes}")
-                buffer.data.copy_from_device(values.data, values.nbytes)
+                else:
+                    buffer.data.copy_from_device(values.data, values.nbytes)
             elif p["role"] == "output":
                 self.buffers[p["name"]].view(cupy.uint8).fill(poison_byte(p["dtype"]))
 
@@ -213,7 +222,12 @@ class Side:
         import cupy
 
         for p in self.params:
-            if p["role"] == "input" and not bool(cupy.array_equal(self.buffers[p["name"]], inputs[p["name"]])):
+            if p["role"] != "input":
+                continue
+            values, buffer = inputs[p["name"]], self.buffers[p["name"]]
+            same = np.array_equal(buffer.get(), values) if isinstance(values, np.ndarray) \
+                else bool(cupy.array_equal(buffer, values))
+            if not same:
                 return p["name"]
         return None
 
@@ -238,8 +252,9 @@ def _mismatch(params: list[dict], base: dict, cand: dict) -> str | None:
     return None
 
 
-def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what: str) -> str | None:
-    inputs = make_inputs(params, seed)
+def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what: str,
+               on_device: bool = True) -> str | None:
+    inputs = make_inputs(params, seed, on_device)
     expected = _run(reference, inputs, "baseline run")
     got = _run(other, inputs, f"{what} run")
     problem = _mismatch(params, expected, got)
@@ -283,10 +298,11 @@ def run_cuda(request: dict) -> dict:
     baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)
     what = "second" if profiling else "candidate"
     seeds = request["seeds"]
+    on_device = request.get("inputs_on", "host") == "device"
     common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
                   shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2])
     for checked, seed in enumerate(seeds[:-1]):
-        problem = _check_set(baseline, cand, params, seed, what)
+        problem = _check_set(baseline, cand, params, seed, what, on_device)
         if problem is not None:
             return {"outcome": "wrong", "where": checked + 1, "problem": problem, "inputs_checked": checked,
                     "extra": {"seeds": seeds}, **common}
@@ -301,7 +317,7 @@ def run_cuda(request: dict) -> dict:
         timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
     extra["clocks_mhz"] = gpu.clocks_mhz()
     # Checked again after the timing runs: right at first and wrong later is still wrong.
-    problem = _check_set(baseline, cand, params, seeds[-1], what)
+    problem = _check_set(baseline, cand, params, seeds[-1], what, on_device)
     if problem is not None:
         return {"outcome": "wrong", "where": "after timing", "problem": problem, "inputs_checked": len(seeds) - 1,
                 "timing": timing, "extra": extra, **common}

@@ -22,7 +22,7 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import Cancelled, pool, run_sandboxed
+from profiler.sandbox import POOL, Cancelled, pool, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -236,7 +236,7 @@ def _checks_ahead(job: _CudaJob, candidates: list[str | None], time_limit: float
     and pre-started sandboxes for those that will run (profiler.sandbox.pool). Judging
     still takes the candidates one by one, each in its turn on the GPU."""
     if job.spec is not None and gpu_name() is not None:
-        pool.reserve("cuda", time_limit, len(candidates))
+        POOL.reserve("cuda", time_limit, len(candidates))
     check_arch()  # asked once, before the threads would all ask
     return [executor.submit(_timed_check, job.baseline if c is None else c, job.path) for c in candidates]
 

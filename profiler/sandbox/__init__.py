@@ -19,6 +19,7 @@ process's stderr; the caller's process is never at risk.
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import shutil
@@ -36,6 +37,7 @@ from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
+from profiler.sandbox.pool import SandboxPool
 
 POLL_S = 0.05
 SCAN_S = 0.5  # how often /proc is read for compilers once candidate code runs (a full read of /proc)
@@ -272,13 +274,11 @@ def run_sandboxed(request: dict, time_limit: float, *,
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
     (default: a fresh one inside the sandbox). A .cu request takes a pre-started process
-    from the pool (profiler.sandbox.pool) when it has one: same environment, limits and
+    from the pool (POOL, profiler.sandbox.pool) when it has one: same environment, limits and
     fresh folder, started for this one request only."""
-    from profiler.sandbox import pool
-
     started = None
     if env is None and extensions is None:
-        started = pool.claim(request["kind"], time_limit)
+        started = POOL.claim(request["kind"], time_limit)
     if started is None:
         started = start_harness(time_limit, env, extensions)
     try:
@@ -334,3 +334,9 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     status = "ok" if measurement is not None and keeper.returncode == 0 else "crash"
     return SandboxOutcome(status, measurement if status == "ok" else None, keeper.returncode, stderr, seconds,
                           phase, problem, escaped, waited)
+
+
+# The pre-started sandboxes run_sandboxed() claims from (profiler.sandbox.pool); they end
+# with this process.
+POOL = SandboxPool(start_harness)
+atexit.register(POOL.shutdown)

@@ -10,8 +10,8 @@ within WARM_LIMIT_S, is killed and replaced; spares left unclaimed for IDLE_S ar
 
 One thread of this pool starts every spare and lives as long as they do: the keeper dies
 with the thread that started it (PR_SET_PDEATHSIG), so no spare is started from a thread
-that may end first. The pool shuts down (spares killed, folders removed) at interpreter exit
-or on shutdown().
+that may end first. profiler.sandbox.POOL, the pool run_sandboxed()
+claims from, shuts down (spares killed, folders removed) at interpreter exit.
 
 DICE_SANDBOX_POOL sets how many spares are kept ready (default 2); 0 turns the pool off,
 and with it everything that judges ahead of its turn (profiler.judge): each candidate is
@@ -20,7 +20,6 @@ then started, checked and run at its turn, as before the pool.
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
 import time
@@ -53,12 +52,10 @@ class SandboxPool:
     """Spares for requests of one kind and time limit (a request for another starts fresh,
     and the pool turns to it)."""
 
-    def __init__(self, kinds: tuple[str, ...] = POOLED_KINDS, keep: Callable[[], int] = kept,
-                 warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S, start=None):
-        from profiler.sandbox import start_harness
-
-        self.kinds, self.keep, self.warm_limit_s, self.idle_s = kinds, keep, warm_limit_s, idle_s
-        self.start = start or start_harness
+    def __init__(self, start: Callable, kinds: tuple[str, ...] = POOLED_KINDS, keep: Callable[[], int] = kept,
+                 warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S):
+        """`start(time_limit, warm=kind)` starts a spare (profiler.sandbox.start_harness)."""
+        self.start, self.kinds, self.keep, self.warm_limit_s, self.idle_s = start, kinds, keep, warm_limit_s, idle_s
         self.spares: list = []  # profiler.sandbox.Started, oldest first
         self.target: tuple[str, float] | None = None  # (kind, time_limit) the spares are for
         self.pending = 0  # candidates announced by reserve() and not yet claimed
@@ -116,6 +113,12 @@ class SandboxPool:
         self._ensure_thread()
         self._wake.set()  # refill
         return found
+
+    def drain(self) -> None:
+        """Kill every spare now; none is started again until the next reserve() or claim()."""
+        with self._lock:
+            self.target, self.pending = None, 0
+        self._discard(self._take_all())
 
     def shutdown(self) -> None:
         """Kill every spare and stop the pool's thread; claims start fresh processes after."""
@@ -200,20 +203,3 @@ class SandboxPool:
                 spare.discard()
                 return
 
-
-_pool = SandboxPool()
-atexit.register(_pool.shutdown)
-
-
-def reserve(kind: str, time_limit: float, count: int) -> None:
-    """The default pool: `count` requests of `kind` are coming."""
-    _pool.reserve(kind, time_limit, count)
-
-
-def claim(kind: str, time_limit: float):
-    """The default pool's spare for this request, or None (profiler.sandbox.run_sandboxed)."""
-    return _pool.claim(kind, time_limit)
-
-
-def shutdown() -> None:
-    _pool.shutdown()

@@ -63,7 +63,7 @@ def _run(started, record: Path):
 
 
 def test_a_spare_is_a_fresh_sandbox_that_started_earlier(tmp_path):
-    pool = SandboxPool(kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         (spare,) = _ready(pool, 1)
@@ -84,7 +84,7 @@ def test_a_spare_is_a_fresh_sandbox_that_started_earlier(tmp_path):
 
 
 def test_a_spare_runs_one_request_and_ends(tmp_path):
-    pool = SandboxPool(kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         first = pool.claim(KIND, LIMIT)
@@ -102,7 +102,7 @@ def test_a_spare_runs_one_request_and_ends(tmp_path):
 
 
 def test_a_killed_spare_is_replaced(tmp_path):
-    pool = SandboxPool(kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         (spare,) = _ready(pool, 1)
@@ -128,7 +128,7 @@ def test_a_spare_that_never_gets_ready_is_replaced():
             stuck.append(started)
         return started
 
-    pool = SandboxPool(kinds=(KIND,), keep=lambda: 1, warm_limit_s=1.0, start=start)
+    pool = SandboxPool(start, kinds=(KIND,), keep=lambda: 1, warm_limit_s=1.0)
     try:
         pool.reserve(KIND, LIMIT, 1)
         _wait(lambda: bool(stuck))
@@ -140,7 +140,7 @@ def test_a_spare_that_never_gets_ready_is_replaced():
 
 
 def test_shutdown_kills_every_spare_and_removes_its_folder():
-    pool = SandboxPool(kinds=(KIND,), keep=lambda: 2)
+    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 2)
     pool.reserve(KIND, LIMIT, 2)
     spares = _ready(pool, 2)
     pool.shutdown()
@@ -153,13 +153,13 @@ def test_the_default_pool_ends_with_its_process(tmp_path):
     # A CLI or server process that exits (without calling shutdown) leaves no spare behind.
     script = (
         "import json, sys, time\n"
-        "from profiler.sandbox import pool\n"
+        "from profiler.sandbox import POOL\n"
         "from profiler.sandbox.keeper import descendants\n"
-        "pool.reserve('cuda', 60.0, 2)\n"
+        "POOL.reserve('cuda', 60.0, 2)\n"
         "deadline = time.monotonic() + 60\n"
-        "while sum(s.phase_reader.ready.is_set() for s in pool._pool.spares) < 2 and time.monotonic() < deadline:\n"
+        "while sum(s.phase_reader.ready.is_set() for s in POOL.spares) < 2 and time.monotonic() < deadline:\n"
         "    time.sleep(0.05)\n"
-        "spares = pool._pool.spares\n"
+        "spares = POOL.spares\n"
         "print(json.dumps({'pids': [p for s in spares for p in [s.keeper.pid, *descendants(s.keeper.pid)]],\n"
         "                  'folders': [str(s.folder) for s in spares]}))\n"
     )
@@ -175,6 +175,6 @@ def test_the_default_pool_ends_with_its_process(tmp_path):
 
 def test_pool_off_starts_nothing(monkeypatch):
     monkeypatch.setenv("DICE_SANDBOX_POOL", "0")
-    pool = SandboxPool()
+    pool = SandboxPool(start_harness)
     pool.reserve("cuda", LIMIT, 4)
     assert pool.claim("cuda", LIMIT) is None and pool._thread is None

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
-from profiler.compile import CompilerMissing, nvcc_check
+from profiler.compile import CompilerMissing, check_arch, nvcc_check
 from profiler.cuda_source import Kernel, find_kernel
 from profiler.document import defines_model_new, is_kernelbench
 from profiler.dtypes import dtype_name
@@ -21,7 +22,7 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import Cancelled, run_sandboxed
+from profiler.sandbox import POOL, Cancelled, pool, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -156,26 +157,47 @@ class _CudaJob:
             "time_budget_s": _time_budget(time_limit),
             "include_dirs": [os.path.dirname(os.path.abspath(self.path))] if self.path else [],
             "peak_gbs": known_peak_gbs(gpu_name()),
+            # On the device with the pool (milliseconds); on the host, as before it, without.
+            "inputs_on": "device" if pool.enabled() else "host",
         }
 
-    def judge(self, candidate: str | None, time_limit: float, should_cancel) -> Verdict:
-        """One candidate (None: the baseline itself, profiled)."""
+    def judge(self, candidate: str | None, time_limit: float, should_cancel,
+              checked: Future | None = None) -> Verdict:
+        """One candidate (None: the baseline itself, profiled). `checked`: its nvcc check,
+        already under way (_checks_ahead); the sandboxed run then starts without waiting for
+        it, and its outcome counts only if nvcc finds no error, as when it ran first."""
         source = self.baseline if candidate is None else candidate
         name = self.kernel.name
-        diagnostics = _nvcc_diagnostics(source, self.path)
+        phases: dict = {}
+        started = time.monotonic()
+        problem = None
+        if candidate is not None:
+            try:
+                problem = _signature_change(self.kernel, find_kernel(candidate, name))
+            except ValueError as exc:
+                problem = f"the candidate has no kernel {name}: {exc}"
+        runs = problem is None and self.spec is not None and gpu_name() is not None
+        outcome = None
+        if runs and checked is not None:
+            def stop() -> bool:  # nvcc's error decides; the run is not waited for
+                return (should_cancel is not None and should_cancel()) or checked.done() and _errors(checked)
+
+            try:
+                outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=stop)
+            except Cancelled:
+                if not _errors(checked):
+                    raise
+            phases["sandbox_s"] = time.monotonic() - started
+        diagnostics, phases["nvcc_check_s"] = checked.result() if checked is not None else _timed_check(source,
+                                                                                                      self.path)
         if diagnostics and any(d.severity == "error" for d in diagnostics):
             first = next(d for d in diagnostics if d.severity == "error")
             return Verdict.failed("compile_error", f"does not compile: line {first.line}: {first.message}",
                                   diagnostics=diagnostics, kernel=name)
         compiled = diagnostics is not None  # nvcc said so; without nvcc only the sandbox can tell
         diagnostics = diagnostics or []
-        if candidate is not None:
-            try:
-                problem = _signature_change(self.kernel, find_kernel(candidate, name))
-            except ValueError as exc:
-                problem = f"the candidate has no kernel {name}: {exc}"
-            if problem is not None:
-                return Verdict.failed("wrong", problem, diagnostics=diagnostics, compiled=compiled, kernel=name)
+        if problem is not None:
+            return Verdict.failed("wrong", problem, diagnostics=diagnostics, compiled=compiled, kernel=name)
         if self.spec is None:
             return Verdict.failed("no_spec", NO_SPEC_HINT, diagnostics=diagnostics, compiled=compiled,
                                   kernel=name)
@@ -183,10 +205,39 @@ class _CudaJob:
             said = "compiles" if compiled else "not compiled (no nvcc)"
             return Verdict.failed("no_gpu", f"{said}; not timed: no GPU", diagnostics=diagnostics,
                                   compiled=compiled, kernel=name)
-        outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=should_cancel)
+        if outcome is None:
+            before = time.monotonic()
+            outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=should_cancel)
+            phases["sandbox_s"] = time.monotonic() - before
         verdict = from_outcome(outcome, diagnostics=diagnostics, kernel=name)
         _remember_peak(verdict)
+        phases.update(outcome.process)
+        if outcome.result is not None:
+            phases["harness"] = outcome.result.get("phase_seconds")  # its own account: for reading only
+        phases["total_s"] = time.monotonic() - started
+        verdict.extra["phases"] = phases
         return verdict
+
+
+def _errors(checked: Future) -> bool:
+    diagnostics = checked.result()[0]
+    return bool(diagnostics) and any(d.severity == "error" for d in diagnostics)
+
+
+def _timed_check(source: str, path: str) -> tuple[list[Diagnostic] | None, float]:
+    started = time.monotonic()
+    return _nvcc_diagnostics(source, path), time.monotonic() - started
+
+
+def _checks_ahead(job: _CudaJob, candidates: list[str | None], time_limit: float,
+                  executor: ThreadPoolExecutor) -> list[Future]:
+    """nvcc checks of every candidate at once, side by side (a second of CPU each, one core),
+    and pre-started sandboxes for those that will run (profiler.sandbox.pool). Judging
+    still takes the candidates one by one, each in its turn on the GPU."""
+    if job.spec is not None and gpu_name() is not None:
+        POOL.reserve("cuda", time_limit, len(candidates))
+    check_arch()  # asked once, before the threads would all ask
+    return [executor.submit(_timed_check, job.baseline if c is None else c, job.path) for c in candidates]
 
 
 def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kernel: str | None,
@@ -199,8 +250,17 @@ def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kerne
                 for _ in candidates]
     except ValueError as exc:
         return [Verdict.failed("error", str(exc)) for _ in candidates]
-    return _each(candidates, on_progress, should_cancel,
-                 lambda candidate: job.judge(candidate, time_limit, should_cancel))
+    if not pool.enabled():  # each candidate checked, started and run at its turn
+        return _each(candidates, on_progress, should_cancel,
+                     lambda candidate: job.judge(candidate, time_limit, should_cancel))
+    executor = ThreadPoolExecutor(max(1, min(len(candidates), os.cpu_count() or 1)),
+                                  thread_name_prefix="dice-nvcc-ahead")
+    try:
+        checks = iter(_checks_ahead(job, candidates, time_limit, executor))
+        return _each(candidates, on_progress, should_cancel,
+                     lambda candidate: job.judge(candidate, time_limit, should_cancel, next(checks)))
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------ KernelBench documents

@@ -28,6 +28,7 @@ from dice_lsp.lsp.document_analysis import Analyses, Analysis
 from dice_lsp.lsp.file_watch import FileWatcher
 from dice_lsp.lsp.lsp_text import open_document
 from dice_lsp.lsp.protocol import DiceProtocol
+from profiler.sandbox import POOL as SANDBOX_POOL
 
 log = logging.getLogger("dice_lsp")
 
@@ -66,6 +67,7 @@ class DiceServer(LanguageServer):
         self.jobs.cancel()
         self.checker.cancel_all()
         self.watcher.stop()
+        SANDBOX_POOL.drain()  # pre-started sandboxes hold CUDA contexts; at exit they go anyway
         await self.engines.close()
 
     async def analysis(self, uri: str) -> Analysis:

@@ -1,5 +1,6 @@
-"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD`, started only by
-profiler.sandbox (behind its keeper), in a fresh process per request.
+"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD [--warm=KIND]`, started
+only by profiler.sandbox (behind its keeper), in a fresh process per request. With --warm
+(profiler.sandbox.pool) it sets up for a request of KIND before it reads its request.
 
 It reads the request and the run's nonce from the control pipe, builds, verifies and times,
 and writes a *measurement* (raw numbers: timing samples, which input set failed and how,
@@ -17,7 +18,7 @@ import sys
 import threading
 import traceback
 
-from profiler.sandbox.channel import Phase, read_control, write_result
+from profiler.sandbox.channel import READY, Phase, read_control, write_result
 
 # Phases in which a failure means the candidate did not build.
 BUILDING = ("compile", "load candidate", "build extension")
@@ -63,18 +64,38 @@ def die_with_parent(deadline_s: float) -> None:
     watchdog.start()
 
 
+def warm_up(kind: str) -> None:
+    """Before the request of a pre-started harness (profiler.sandbox.pool): import and set up
+    what `kind` needs, with the harness's own inputs only. Best effort: what fails here fails
+    again, and is reported, when the request runs."""
+    Phase.set("warm-up")
+    if kind == "cuda":
+        try:
+            from profiler.run.cuda import warm_up as warm_cuda
+
+            with Phase.quiet():
+                warm_cuda()
+        except Exception:
+            traceback.print_exc()
+    Phase.set(READY)
+
+
 def main(argv: list[str]) -> int:
-    control_fd, phase_fd, result_fd = map(int, argv)
+    control_fd, phase_fd, result_fd = map(int, argv[:3])
+    warm = next((a.split("=", 1)[1] for a in argv[3:] if a.startswith("--warm=")), None)
     for fd in (control_fd, phase_fd, result_fd):
         os.set_inheritable(fd, False)  # no process this one starts holds the judge's pipes
     Phase.open(phase_fd, control_fd)
     Phase.set("start-up")
+    if warm is not None:
+        warm_up(warm)
     request, nonce = read_control(control_fd)
     die_with_parent(float(request.get("hard_deadline_s", 3600)))
     try:
         measurement = run(request)
     except BaseException as exc:  # a measurement, whatever went wrong: the judge must hear of it
         measurement = fault_measurement(exc)
+    measurement["phase_seconds"] = Phase.seconds()
     write_result(result_fd, nonce, measurement)
     sys.stdout.flush()
     sys.stderr.flush()

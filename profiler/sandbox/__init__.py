@@ -19,6 +19,7 @@ process's stderr; the caller's process is never at risk.
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import shutil
@@ -28,14 +29,15 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, accept_result, control_message
+from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, accept_result, control_message
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
+from profiler.sandbox.pool import SandboxPool
 
 POLL_S = 0.05
 SCAN_S = 0.5  # how often /proc is read for compilers once candidate code runs (a full read of /proc)
@@ -43,7 +45,7 @@ BUILD_LIMIT_S = 600.0
 STDERR_TAIL_CHARS = 2000
 KEEPER_GRACE_S = 5.0
 # Phases (reported before any candidate code runs) that count against the build allowance.
-BUILD_PHASES = ("start-up", "compile", "compile baseline", "torch.compile")
+BUILD_PHASES = ("start-up", "warm-up", READY, "compile", "compile baseline", "torch.compile")
 # Process names (/proc/PID/comm, at most 15 characters) of the tools a load_inline build runs.
 BUILD_TOOLS = frozenset({"ninja", "nvcc", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "cc1plus", "cc1",
                          "c++", "g++", "gcc", "cc", "ld", "collect2", "as", "x86_64-linux-gn", "clang", "clang++"})
@@ -65,6 +67,9 @@ class SandboxOutcome:
     phase: str = ""  # what the harness said it was doing last
     problem: str = ""  # why a result was not accepted
     escaped: int = 0  # processes found alive after the keeper was done (and killed)
+    # By this process's clock: how long the process was started before its request
+    # (started_s_before: 0 for one started for it, more for a pre-started one), and run_s.
+    process: dict = field(default_factory=dict)
 
     def why(self) -> str:
         """One line on how the process ended, for a verdict's message."""
@@ -102,29 +107,49 @@ class _PhaseReader(threading.Thread):
     """Reads the harness's phases until it says candidate code comes next, then closes the
     phase pipe and only then lets the harness go on (one byte on the control pipe). So no
     end of the phase pipe is left anywhere (not even this process's, which /proc/PID/fd
-    would let a process of the same user reopen for writing) once candidate code runs."""
+    would let a process of the same user reopen for writing) once candidate code runs.
 
-    def __init__(self, fd: int, control: int, request: bytes):
+    The request is written once hand_over() gives it: at once for a harness started for
+    one request, at its claim for a pre-started one, which reports READY first (then
+    `ready` is set) and waits for it."""
+
+    def __init__(self, fd: int, control: int, warm: bool):
         super().__init__(daemon=True)
-        self.fd, self.control, self.request = fd, control, request
+        self.fd, self.control, self.warm = fd, control, warm
         self.phases: list[str] = []
+        self.ready = threading.Event()
+        self._request: bytes | None = None
+        self._handed = threading.Event()
+
+    def hand_over(self, request: bytes) -> None:
+        self._request = request
+        self._handed.set()
+
+    def _write_request(self) -> None:
+        self._handed.wait()
+        written = 0
+        while written < len(self._request):
+            written += os.write(self.control, self._request[written:])
 
     def run(self) -> None:
         try:
-            written = 0
-            while written < len(self.request):
-                written += os.write(self.control, self.request[written:])
             with os.fdopen(self.fd, "rb", buffering=0) as pipe:
+                if not self.warm:
+                    self._write_request()
                 for line in pipe:
                     if line.rstrip(b"\n") == CANDIDATE_NEXT:
                         break
                     self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
+                    if self.warm and self.phases[-1] == READY and not self.ready.is_set():
+                        self.ready.set()
+                        self._write_request()
                 else:
                     return  # the harness ended without running candidate code
             os.write(self.control, GO)
         except OSError:
             pass  # the harness is gone; its exit says why
         finally:
+            self.ready.set()  # nothing more to wait for
             os.close(self.control)
 
 
@@ -173,6 +198,74 @@ def _stop(keeper: subprocess.Popen) -> None:
     keeper.wait()
 
 
+@dataclass
+class Started:
+    """A harness process behind its keeper, started for one request (given or to come)."""
+
+    keeper: subprocess.Popen
+    folder: Path
+    marker: str
+    phase_reader: _PhaseReader
+    result_reader: _ResultReader
+    time_limit: float
+    spawned: float  # time.monotonic() when it was started
+
+    def alive(self) -> bool:
+        return self.keeper.poll() is None
+
+    def discard(self) -> None:
+        """Kill it unused and remove its folder (a pool's spare, never handed a request)."""
+        try:
+            _stop(self.keeper)
+            _sweep(self.marker)
+            self.phase_reader.hand_over(b"")  # its reader may wait for a request: none comes
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_harness(time_limit: float, env: dict[str, str] | None = None, extensions: Path | None = None,
+                  warm: str | None = None) -> Started:
+    """A harness process in a fresh folder with the sandbox's environment and limits, which
+    runs one request, handed to it by run_started(). `warm` ("cuda") has it import and set
+    up what that kind of request needs first, then report READY and wait."""
+    folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
+    try:
+        extensions = extensions or folder / "extensions"
+        marker = secrets.token_hex(16)
+        child_env = {**sandbox_environment(folder, extensions, env), MARKER: marker}
+        control_r, control_w = os.pipe()
+        phase_r, phase_w = os.pipe()
+        result_r, result_w = os.pipe()
+        child_fds = (control_r, phase_w, result_w)
+        work = folder / "work"
+        work.mkdir()
+        spawned = time.monotonic()
+        with open(folder / "stderr.log", "wb") as err:
+            try:
+                keeper = subprocess.Popen(
+                    [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
+                     sys.executable, "-m", "profiler.run.harness", *map(str, child_fds),
+                     *([f"--warm={warm}"] if warm else [])],
+                    cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
+                    start_new_session=True, pass_fds=child_fds,
+                )
+            except BaseException:
+                for fd in (control_w, phase_r, result_r):
+                    os.close(fd)
+                raise
+            finally:
+                for fd in child_fds:
+                    os.close(fd)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    phase_reader = _PhaseReader(phase_r, control_w, warm is not None)
+    result_reader = _ResultReader(result_r)
+    phase_reader.start()
+    result_reader.start()
+    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned)
+
+
 def run_sandboxed(request: dict, time_limit: float, *,
                   should_cancel: Callable[[], bool] | None = None,
                   env: dict[str, str] | None = None,
@@ -180,78 +273,70 @@ def run_sandboxed(request: dict, time_limit: float, *,
     """Run `request` through profiler.run.harness in a new process; raises Cancelled when
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
-    (default: a fresh one inside the sandbox)."""
-    folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
+    (default: a fresh one inside the sandbox). A .cu request takes a pre-started process
+    from the pool (POOL, profiler.sandbox.pool) when it has one: same environment, limits and
+    fresh folder, started for this one request only."""
+    started = None
+    if env is None and extensions is None:
+        started = POOL.claim(request["kind"], time_limit)
+    if started is None:
+        started = start_harness(time_limit, env, extensions)
     try:
-        return _run(request, time_limit, folder, should_cancel, env, extensions or folder / "extensions")
+        return run_started(started, request, time_limit, should_cancel)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(started.folder, ignore_errors=True)
 
 
-def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, extensions: Path) -> SandboxOutcome:
+def run_started(started: Started, request: dict, time_limit: float, should_cancel) -> SandboxOutcome:
+    """Hand `request` to the harness `started` (its only one) and watch it to its end."""
     nonce = secrets.token_hex(32)
-    marker = secrets.token_hex(16)
-    child_env = {**sandbox_environment(folder, extensions, env), MARKER: marker}
     # The harness kills itself past this, should this process die without killing it.
     request = {**request, "hard_deadline_s": time_limit + BUILD_LIMIT_S + 60.0}
-    control_r, control_w = os.pipe()
-    phase_r, phase_w = os.pipe()
-    result_r, result_w = os.pipe()
-    child_fds = (control_r, phase_w, result_w)
-    work = folder / "work"
-    work.mkdir()
-    started = time.monotonic()
-    with open(folder / "stderr.log", "wb") as err:
-        try:
-            keeper = subprocess.Popen(
-                [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
-                 sys.executable, "-m", "profiler.run.harness", *map(str, child_fds)],
-                cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
-                start_new_session=True, pass_fds=child_fds,
-            )
-        except BaseException:
-            for fd in (control_w, phase_r, result_r):
-                os.close(fd)
-            raise
-        finally:
-            for fd in child_fds:
-                os.close(fd)
-        phase_reader = _PhaseReader(phase_r, control_w, control_message(request, nonce))
-        result_reader = _ResultReader(result_r)
-        phase_reader.start()
-        result_reader.start()
-        phases = phase_reader.phases
-        timed_out, build_s, last, last_scan, compiling = False, 0.0, started, 0.0, False
-        try:
-            while keeper.poll() is None:
-                if should_cancel is not None and should_cancel():
-                    raise Cancelled("cancelled")
-                now = time.monotonic()
-                if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
-                    building = bool(phases) and phases[-1] in BUILD_PHASES or not phases
-                else:
-                    if now - last_scan >= SCAN_S:
-                        compiling, last_scan = _compiling(keeper.pid), now
-                    building = compiling
-                if building:
-                    build_s += now - last
-                last = now
-                if build_s > BUILD_LIMIT_S or now - started - build_s > time_limit:
-                    timed_out = True
-                    break
-                time.sleep(POLL_S)
-        finally:
-            # Whatever happened, nothing the candidate started outlives this call.
-            _stop(keeper)
-            escaped = _sweep(marker)
-    seconds = time.monotonic() - started
+    keeper, phase_reader, result_reader = started.keeper, started.phase_reader, started.result_reader
+    claimed = time.monotonic()
+    # The clock of the limits starts with the process, or at its claim for a pre-started one
+    # (what it did before, it did before any request existed).
+    origin = claimed if phase_reader.warm else started.spawned
+    phase_reader.hand_over(control_message(request, nonce))
+    phases = phase_reader.phases
+    timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
+    try:
+        while keeper.poll() is None:
+            if should_cancel is not None and should_cancel():
+                raise Cancelled("cancelled")
+            now = time.monotonic()
+            if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
+                building = bool(phases) and phases[-1] in BUILD_PHASES or not phases
+            else:
+                if now - last_scan >= SCAN_S:
+                    compiling, last_scan = _compiling(keeper.pid), now
+                building = compiling
+            if building:
+                build_s += now - last
+            last = now
+            if build_s > BUILD_LIMIT_S or now - origin - build_s > time_limit:
+                timed_out = True
+                break
+            time.sleep(POLL_S)
+    finally:
+        # Whatever happened, nothing the candidate started outlives this call.
+        _stop(keeper)
+        escaped = _sweep(started.marker)
+    seconds = time.monotonic() - origin
     phase_reader.join(KEEPER_GRACE_S)
     result_reader.join(KEEPER_GRACE_S)
-    stderr = (folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
+    stderr = (started.folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
     phase = phases[-1] if phases else ""
+    waited = {"started_s_before": claimed - started.spawned, "run_s": seconds}
     if timed_out:
-        return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped)
+        return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped, process=waited)
     measurement, problem = accept_result(bytes(result_reader.data), nonce)
     status = "ok" if measurement is not None and keeper.returncode == 0 else "crash"
     return SandboxOutcome(status, measurement if status == "ok" else None, keeper.returncode, stderr, seconds,
-                          phase, problem, escaped)
+                          phase, problem, escaped, waited)
+
+
+# The pre-started sandboxes run_sandboxed() claims from (profiler.sandbox.pool); they end
+# with this process.
+POOL = SandboxPool(start_harness)
+atexit.register(POOL.shutdown)

@@ -21,12 +21,16 @@ why the judge trusts measurements only as far as profiler.verdict's cross-checks
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import os
+import time
 
 MAX_RESULT_BYTES = 64 << 20
 CANDIDATE_NEXT = b"#candidate-code-next"
+# The phase a pre-started harness (profiler.sandbox.pool) reports once it waits for its request.
+READY = "ready"
 GO = b"!"
 
 
@@ -37,6 +41,9 @@ class Phase:
     current = "start-up"
     _fd: int | None = None
     _control: int | None = None
+    _quiet = False
+    # (phase, time.monotonic() it began), for the seconds each took (seconds()).
+    _began: list[tuple[str, float]] = []
 
     @classmethod
     def open(cls, fd: int, control: int) -> None:
@@ -44,9 +51,29 @@ class Phase:
 
     @classmethod
     def set(cls, name: str) -> None:
+        if cls._quiet:
+            return
         cls.current = name
+        cls._began.append((name, time.monotonic()))
         if cls._fd is not None:
             os.write(cls._fd, name.encode() + b"\n")
+
+    @classmethod
+    @contextlib.contextmanager
+    def quiet(cls):
+        """Phases set inside are neither reported nor timed (the harness's own warm-up)."""
+        cls._quiet = True
+        try:
+            yield
+        finally:
+            cls._quiet = False
+
+    @classmethod
+    def seconds(cls) -> list[list]:
+        """[[phase, seconds], ...] in order, the last one up to now (its own account: for
+        reading where time goes, never for a verdict)."""
+        ends = [t for _, t in cls._began[1:]] + [time.monotonic()]
+        return [[name, round(end - began, 4)] for (name, began), end in zip(cls._began, ends)]
 
     @classmethod
     def close(cls, last: str) -> None:

@@ -1,0 +1,205 @@
+"""Pre-started sandbox processes: a harness that has already started, imported what its kind
+of request needs and (on a GPU) made its CUDA context, waiting for the one request it will run.
+
+A spare is a sandbox like any other (profiler.sandbox.start_harness: the same allowlisted
+environment, resource limits, fresh folder, keeper, pipes); it only starts earlier. It is
+handed exactly one request, with that run's own nonce, and ends with it; the clock of the
+time limit starts at the hand-over. A spare that dies before it is claimed, or is not ready
+within WARM_LIMIT_S, is killed and replaced; spares left unclaimed for IDLE_S are let go
+(their GPU memory back) until the next request.
+
+One thread of this pool starts every spare and lives as long as they do: the keeper dies
+with the thread that started it (PR_SET_PDEATHSIG), so no spare is started from a thread
+that may end first. profiler.sandbox.POOL, the pool run_sandboxed()
+claims from, shuts down (spares killed, folders removed) at interpreter exit.
+
+DICE_SANDBOX_POOL sets how many spares are kept ready (default 2); 0 turns the pool off,
+and with it everything that judges ahead of its turn (profiler.judge): each candidate is
+then started, checked and run at its turn, as before the pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable
+
+POOL_ENV = "DICE_SANDBOX_POOL"
+DEFAULT_KEEP = 2
+MAX_SPARES = 8  # at most this many at once, however many candidates are announced
+WARM_LIMIT_S = 120.0
+IDLE_S = 600.0
+CHECK_S = 1.0  # how often the pool's thread looks at its spares when nothing wakes it
+# Request kinds that get pre-started processes: a .cu request runs no candidate host code,
+# and its set-up (CuPy, the CUDA context, NVRTC) is the same for every candidate.
+POOLED_KINDS = ("cuda",)
+
+
+def kept() -> int:
+    """How many spares to keep ready, from DICE_SANDBOX_POOL (0: no pool)."""
+    try:
+        return max(0, min(MAX_SPARES, int(os.environ.get(POOL_ENV, DEFAULT_KEEP))))
+    except ValueError:
+        return DEFAULT_KEEP
+
+
+def enabled() -> bool:
+    return kept() > 0
+
+
+class SandboxPool:
+    """Spares for requests of one kind and time limit (a request for another starts fresh,
+    and the pool turns to it)."""
+
+    def __init__(self, start: Callable, kinds: tuple[str, ...] = POOLED_KINDS, keep: Callable[[], int] = kept,
+                 warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S):
+        """`start(time_limit, warm=kind)` starts a spare (profiler.sandbox.start_harness)."""
+        self.start, self.kinds, self.keep, self.warm_limit_s, self.idle_s = start, kinds, keep, warm_limit_s, idle_s
+        self.spares: list = []  # profiler.sandbox.Started, oldest first
+        self.target: tuple[str, float] | None = None  # (kind, time_limit) the spares are for
+        self.pending = 0  # candidates announced by reserve() and not yet claimed
+        self.last_used = time.monotonic()
+        self.replaced = 0  # spares killed unused (dead, not ready in time, or of an old target)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._stale: list = []  # spares of an old target, for the thread to kill
+        # reserve() waits until the thread has started what it asked for (asked: reserve()s
+        # so far; tended: those the thread had seen when it last finished a round).
+        self._rounds = threading.Condition()
+        self._asked = self._tended = 0
+
+    # ------------------------------------------------------------------ callers
+
+    def reserve(self, kind: str, time_limit: float, count: int) -> None:
+        """`count` requests of this kind are coming: have spares started for them now."""
+        if kind not in self.kinds or self.keep() <= 0:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._retarget(kind, time_limit)
+            self.pending = min(MAX_SPARES, self.pending + count)
+            self.last_used = time.monotonic()
+        self._ensure_thread()
+        with self._rounds:
+            self._asked += 1
+            asked = self._asked
+            self._wake.set()
+            # Starting a process takes milliseconds (its set-up runs in it): the first claim
+            # that follows finds the spares started.
+            self._rounds.wait_for(lambda: self._tended >= asked or self._closed, timeout=10.0)
+
+    def claim(self, kind: str, time_limit: float):
+        """A spare for this request (the caller runs it and removes its folder), or None:
+        start a fresh process. A ready spare is taken first, else the oldest still starting."""
+        if kind not in self.kinds or self.keep() <= 0:
+            return None
+        with self._lock:
+            if self._closed:
+                return None
+            self.last_used = time.monotonic()
+            self.pending = max(0, self.pending - 1)
+            if self.target != (kind, time_limit):
+                self._retarget(kind, time_limit)
+                found = None
+            else:
+                alive = [s for s in self.spares if s.alive()]
+                found = next((s for s in alive if s.phase_reader.ready.is_set()), alive[0] if alive else None)
+                if found is not None:
+                    self.spares.remove(found)
+        self._ensure_thread()
+        self._wake.set()  # refill
+        return found
+
+    def drain(self) -> None:
+        """Kill every spare now; none is started again until the next reserve() or claim()."""
+        with self._lock:
+            self.target, self.pending = None, 0
+        self._discard(self._take_all())
+
+    def shutdown(self) -> None:
+        """Kill every spare and stop the pool's thread; claims start fresh processes after."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join()
+        self._discard(self._take_all())
+
+    # ------------------------------------------------------------------ the pool's thread
+
+    def _retarget(self, kind: str, time_limit: float) -> None:
+        """(under the lock) Spares for another kind or limit are no use: they go."""
+        if self.target != (kind, time_limit):
+            self.target = (kind, time_limit)
+            self._stale += self.spares
+            self.spares = []
+
+    def _take_all(self) -> list:
+        with self._lock:
+            spares, self.spares = [*self.spares, *self._stale], []
+            self._stale = []
+        return spares
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._loop, name="dice-sandbox-pool", daemon=True)
+                self._thread.start()
+
+    def _discard(self, spares: list) -> None:
+        for spare in spares:
+            spare.discard()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                with self._rounds:
+                    seen = self._asked
+                self._wake.clear()
+                self._tend()
+                with self._rounds:
+                    self._tended = seen
+                    self._rounds.notify_all()
+                self._wake.wait(CHECK_S)
+        finally:
+            self._discard(self._take_all())  # the keepers die with this thread anyway
+
+    def _tend(self) -> None:
+        """Drop dead, stuck and stale spares; start spares up to what is wanted."""
+        now = time.monotonic()
+        with self._lock:
+            gone = [s for s in self.spares if not s.alive()
+                    or (not s.phase_reader.ready.is_set() and now - s.spawned > self.warm_limit_s)]
+            gone += self._stale
+            self._stale = []
+            self.spares = [s for s in self.spares if s not in gone]
+            if now - self.last_used > self.idle_s:  # nobody asked for a while: give the GPU back
+                gone += self.spares
+                self.spares, self.pending = [], 0
+                wanted = 0
+            else:
+                wanted = min(MAX_SPARES, max(self.keep(), self.pending))
+            missing = wanted - len(self.spares) if self.target is not None else 0
+            target = self.target
+            self.replaced += len(gone)
+        self._discard(gone)
+        for _ in range(max(0, missing)):
+            spare = self.start(target[1], warm=target[0])
+            with self._lock:
+                if self._closed or self.target != target:
+                    stale = True
+                else:
+                    self.spares.append(spare)
+                    stale = False
+            if stale:
+                spare.discard()
+                return
+

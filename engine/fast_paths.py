@@ -244,6 +244,14 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
     return path
 
 
+def default_path(model: SDARForCausalLM) -> str:
+    """The engine's path: GPU_DEFAULT on a GPU (`compiled` for a model flex cannot take), the
+    eager `cached` elsewhere."""
+    if model.lm_head.weight.device.type != "cuda":
+        return "cached"
+    return GPU_DEFAULT if GPU_DEFAULT != "flex" or flex_supported(model.config) else "compiled"
+
+
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
     if path not in PATHS:
         raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")

@@ -13,7 +13,7 @@ import torch
 from engine.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.context import fit_infill, prompt_budget
 from engine.decode import decode, warm_up
-from engine.fast_paths import FALLBACK, FAST_PATHS, GPU_DEFAULT
+from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import fits_span, scope_of, unknown_names
@@ -40,9 +40,9 @@ class LocalEngine(EngineBase):
             # more than it saves (the built-in model decoded 3x slower with 2 threads than 1).
             torch.set_num_threads(1)
         # On a GPU, where an eager step is bound by kernel launches, the fastest path
-        # (engine.fast_paths.GPU_DEFAULT); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
-        # e.g. to compare.
-        self.decode_path = os.environ.get("DICE_DECODE_PATH") or (GPU_DEFAULT if device.type == "cuda" else "cached")
+        # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
+        # e.g. graphs, the default before flex, to compare.
+        self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
 
     @classmethod
     def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None) -> "LocalEngine":

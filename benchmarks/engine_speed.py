@@ -161,7 +161,7 @@ def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int, prompt: 
 
 def fp32_agreement(paths: list[str], gen: int) -> dict:
     """Tokens of each path against the eager cached path on an fp32 model of DICE-1.7B's widths
-    with 4 layers (fewer layers: less to compile), batch 1 and 3 (3 runs padded to 4)."""
+    with 4 layers (fewer layers: less to compile), batch 1 and 3 (3 runs padded to 8 rows)."""
     from dataclasses import replace
 
     model = random_model(replace(DICE_1_7B, num_hidden_layers=4), torch.float32)

@@ -260,7 +260,7 @@ def decode(
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)
 
 
-WARM_BATCHES = (1, 4)  # a single fill, and the editor's default of 4 candidates
+WARM_BATCHES = (1, 8)  # a single fill, and up to 8 candidates (the editor's 4; a sampled FIM fill's 2 x 4)
 
 
 def warm_up(model: SDARForCausalLM, path: str, block_size: int, batches=WARM_BATCHES,

@@ -261,7 +261,7 @@ def test_the_flex_block_mask_skips_the_tiles_past_the_block():
 def test_graph_paths_pad_to_fixed_buckets():
     from engine.fast_paths import MIN_CACHE, batch_bucket, cache_bucket
 
-    assert [batch_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, 16]
+    assert [batch_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 17, 64)] == [1, 8, 8, 8, 8, 8, 16, 32, 64]
     assert cache_bucket(1152, 32768) == cache_bucket(1, 32768) == MIN_CACHE
     assert cache_bucket(MIN_CACHE + 1, 32768) == 2 * MIN_CACHE
     assert cache_bucket(30000, 32768) == 32768

@@ -84,7 +84,7 @@ def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, 
 @pytest.mark.parametrize("path", ["compiled", "flex"])
 def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path):
     """Prompts of new lengths (the prompt runs eagerly) and batches within one bucket (3 and
-    4 candidates run as 4) reuse the compiled step."""
+    4 candidates run as 8) reuse the compiled step."""
     import torch._dynamo.utils
 
     model = model_for(path, request)

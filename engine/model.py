@@ -244,7 +244,7 @@ def flex_block_mask(mask: torch.Tensor):
     padded = F.pad(mask[:, 0], (0, kv_tiles * FLEX_BLOCK - s, 0, q_tiles * FLEX_BLOCK - t))
     used = padded.view(b, q_tiles, FLEX_BLOCK, kv_tiles, FLEX_BLOCK).any(4).any(2)  # [b, q_tiles, kv_tiles]
     # Tiles in use first, in order (a stable sort of "unused"): the kernel reads the first `count`.
-    order = torch.sort(~used, dim=-1, stable=True).indices.to(torch.int32)
+    order = torch.argsort((~used).to(torch.int32), dim=-1, stable=True).to(torch.int32)
     count = used.sum(-1, dtype=torch.int32)
     batch_of = (lambda _: 0) if b == 1 else (lambda i: i)
 

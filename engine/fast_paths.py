@@ -158,7 +158,8 @@ class StaticForward(CachedForward):
         return self.window_logits(x, start - self.block_size, end, self.key_length(end))
 
     def window_logits(self, x, first, end, key_len):
-        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, end - first - self.block_size)
+        """Logits of the block ending at `end`, running the window [first, end) (it and the block before)."""
+        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, self.block_size)
 
 
 class GraphForward(StaticForward):
@@ -196,7 +197,7 @@ class GraphForward(StaticForward):
             ids = torch.full((self.cache.batch, width), self.eager.config.mask_token_id, dtype=x.dtype, device=x.device)
             ids[:n] = x[:, first:end]
             positions = torch.arange(first, end, device=x.device)
-            step = self.steps[key_len] = self._capture(ids, positions, key_len, width - self.block_size)
+            step = self.steps[key_len] = self._capture(ids, positions, key_len, self.block_size)
         else:
             step.input_ids[:n].copy_(x[:, first:end])
             step.positions.copy_(torch.arange(first, end, device=x.device))

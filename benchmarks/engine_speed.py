@@ -427,6 +427,8 @@ def report(results: dict, paths: list[str]) -> str:
                       f"({kernels['kernels_per_step']:.0f} kernels), attention {kernels['attention_ms_per_step']:.3f} ms;"
                       " the largest:"]
             lines += [f"    {k['ms_per_step']:8.3f} ms  x{k['calls_per_step']:<5.0f} {k['kernel']}" for k in kernels["top"][:8]]
+    if results.get("phase_s"):
+        lines += ["", "phases (s): " + ", ".join(f"{name} {seconds}" for name, seconds in results["phase_s"].items())]
     if results["skipped"]:
         lines += ["", "skipped (past the time budget): " + ", ".join(results["skipped"])]
     if results["errors"]:

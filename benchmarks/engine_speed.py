@@ -35,8 +35,8 @@ Targets (issue 17), on the default path: a batch-1 step within 2x of the floor; 
 at most 1.3x the batch-1 step; >= 600 tokens/s at batch 1 under the static schedule; and the
 old default (graphs) against the new, step for step. Sections run in that order of importance;
 once --budget-s seconds have passed the optional ones left are skipped (and said so). Prints
-a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out), rewritten after every
-section so that a partial run still leaves its numbers, and engine_speed.md, the table.
+a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out) and engine_speed.md (the
+table), both rewritten after every section so that a partial run still leaves its numbers.
 """
 
 from __future__ import annotations
@@ -281,8 +281,10 @@ def main() -> int:
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex"))]
 
-    def save() -> None:
+    def save() -> None:  # both files after every section: a run cut at its limit still leaves them
+        summarize(results)
         out_file.write_text(json.dumps(results, indent=2) + "\n")
+        (out_dir / "engine_speed.md").write_text(report(results, paths) + "\n")
 
     def section(name: str, fn, optional: bool = False):
         elapsed = time.perf_counter() - began
@@ -326,8 +328,6 @@ def main() -> int:
         for batch in BATCHES:
             if path != "cached" and (path, batch) in tokens and ("cached", batch) in tokens:
                 results[f"agreement_{path}_b{batch}"] = agreement(tokens[(path, batch)], tokens[("cached", batch)])
-    summarize(results)
-    save()
     if not args.skip_agreement:
         section("agreement_fp32", lambda: fp32_agreement(paths, min(args.gen, 64)), optional=True)
     if not args.skip_presets and GPU_DEFAULT in paths:
@@ -341,9 +341,7 @@ def main() -> int:
             section(f"transformers_b{batch}", lambda: transformers_generate(model, batch), optional=True)
     results["total_s"] = round(time.perf_counter() - began, 1)
     save()
-    table = report(results, paths)
-    print(table)
-    (out_dir / "engine_speed.md").write_text(table + "\n")
+    print(report(results, paths))
     print(f"wrote {out_file} and engine_speed.md ({results['total_s']:.0f}s)")
     return 0
 

@@ -1,9 +1,11 @@
 """Diffusion engine speed on the GPU machine, for a model of DICE-1.7B's shape.
 
-    python benchmarks/engine_speed.py [--gen 128] [--skip-compiled]
+    python benchmarks/engine_speed.py [--gen 128] [--paths graphs,flex,cached,compiled] [--budget-s 270]
+                                      [--skip-transformers] [--skip-presets] [--skip-agreement] [--skip-kernels]
 
 Model: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
-embeddings, random bf16 weights; a 1024-token prompt; 4-token blocks.
+embeddings, random bf16 weights (benchmarks/preset_speed.random_model); a 1024-token prompt;
+4-token blocks.
 
 Measured in one run, each number with how it was measured:
 - copy bandwidth: device-to-device copy of 1 GiB, CUDA events, median of 20; bandwidth counts
@@ -11,22 +13,30 @@ Measured in one run, each number with how it was measured:
   be faster than reading every weight once.
 - prefill: the prompt's 1024 tokens through the model into the KV cache (eager), median of 5.
 - step latency: one denoising step (one forward over [previous block ; current block]
-  attending to the cache), per decoding path (cached = eager, graphs = CUDA graph,
-  compiled = torch.compile'd layers in a CUDA graph), at batch 1 and 8; CUDA events around
-  50 steps after warm-up, median.
+  attending to the cache), per decoding path (cached = eager, graphs = CUDA graph (the old GPU
+  default), compiled = torch.compile'd model in a CUDA graph, flex = compiled with
+  flex_attention (the new GPU default, engine.fast_paths.GPU_DEFAULT)), at batch 1 and 8;
+  CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
+  and capture (what the engine pays at load, engine.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
   block 4: one token per step and candidate), summed over the candidates, prefill excluded
-  and included.
+  and included; ms_per_step there includes sampling and the loop, not only the forward.
+- presets: tokens/s of the default path for the other settings of benchmarks/preset_speed.py
+  (default low_confidence_dynamic 0.9; the dice preset, static and dynamic 0.9), batch 1.
+- agreement: tokens of each path against the eager cached path, on this bf16 model (near ties
+  may flip) and on an fp32 model of the same widths with 4 layers (equal expected, as
+  tests/engine/test_decode_gpu.py checks on tiny models).
 - transformers: Qwen3ForCausalLM with the same weights, `generate` greedy with its KV cache;
   per token = (time for 1 + K tokens - time for 1 token) / K, so prefill is excluded.
-- kernels: torch.profiler over eager batch-1 steps: GPU busy time per step (no launch gaps)
-  and the kernels that take it, to aim the next optimisation.
-- agreement: fraction of tokens equal between each fast path and the eager cached path on
-  this random bf16 model (near ties may flip; the fp32 GPU test checks exact equality).
+- kernels: torch.profiler over batch-1 steps of the eager path and of the default path: GPU
+  busy time per step (no launch gaps) and the kernels that take it (attention's share apart).
 
-Targets (issue 2): a batch-1 step within 2x of the floor; a batch-8 step under 1.3x the
-batch-1 step. Prints a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out),
-rewritten after every section so that a partial run still leaves its numbers.
+Targets (issue 17), on the default path: a batch-1 step within 2x of the floor; a batch-8 step
+at most 1.3x the batch-1 step; >= 600 tokens/s at batch 1 under the static schedule; and the
+old default (graphs) against the new, step for step. Sections run in that order of importance;
+once --budget-s seconds have passed the optional ones left are skipped (and said so). Prints
+a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out) and engine_speed.md (the
+table), both rewritten after every section so that a partial run still leaves its numbers.
 """
 
 from __future__ import annotations
@@ -46,14 +56,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine.decode import decode  # noqa: E402  (after the path is set)
-from engine.fast_paths import make_forward  # noqa: E402
+from engine.fast_paths import GPU_DEFAULT, make_forward  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
 BLOCK = 4
 BATCHES = (1, 8)
-PATHS = ("cached", "graphs", "compiled")
+OLD_DEFAULT = "graphs"  # the GPU default before issue 17
+PATHS = (OLD_DEFAULT, GPU_DEFAULT, "cached", "compiled")  # in order of importance
+TARGET_TOKENS_PER_S = 600
 DICE_1_7B = SDARConfig(
     vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
     num_attention_heads=16, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
@@ -87,15 +99,10 @@ def copy_bandwidth() -> dict:
     return {"bytes": n, "median_ms": ms, "gb_per_s": 2 * n / ms / 1e6, "how": "1 GiB D2D copy, read+write bytes"}
 
 
-def random_model() -> SDARForCausalLM:
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = SDARForCausalLM(DICE_1_7B)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.02)
-    return model.to(torch.bfloat16).eval()
+def random_model(config: SDARConfig = None, dtype: torch.dtype = torch.bfloat16) -> SDARForCausalLM:
+    from benchmarks.preset_speed import random_model as preset_model  # it imports DICE_1_7B from here
+
+    return preset_model(config or DICE_1_7B, "cuda", dtype)
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -136,11 +143,13 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
 
 
 @torch.inference_mode()
-def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int) -> tuple[dict, list[list[int]]]:
+def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int, prompt: list[int] | None = None
+               ) -> tuple[dict, list[list[int]]]:
     sampling = Sampling(strategy="low_confidence_static", steps=4)
     args = dict(n=batch, max_tokens=gen, sampling=sampling, stop_ids=[], path=path)
-    decode(model, prompt_ids(), **args)  # warm: graphs captured, layers compiled
-    result = decode(model, prompt_ids(), **args)
+    prompt = prompt_ids() if prompt is None else prompt
+    decode(model, prompt, **args)  # warm: graphs captured, layers compiled
+    result = decode(model, prompt, **args)
     produced = sum(len(t) for t in result.tokens)
     decode_s = result.seconds - result.prefill_seconds
     return {
@@ -148,6 +157,31 @@ def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int) -> tuple
         "tokens_per_s": produced / decode_s, "tokens_per_s_with_prefill": produced / result.seconds,
         "ms_per_step": 1000 * decode_s / result.steps,
     }, result.tokens
+
+
+def fp32_agreement(paths: list[str], gen: int) -> dict:
+    """Tokens of each path against the eager cached path on an fp32 model of DICE-1.7B's widths
+    with 4 layers (fewer layers: less to compile), batch 1 and 3 (3 runs padded to 8 rows)."""
+    from dataclasses import replace
+
+    model = random_model(replace(DICE_1_7B, num_hidden_layers=4), torch.float32)
+    prompt = prompt_ids()[:300]
+    out = {}
+    for batch in (1, 3):
+        _, reference = decode_run(model, "cached", batch, gen, prompt)
+        for path in paths:
+            if path != "cached":
+                _, tokens = decode_run(model, path, batch, gen, prompt)
+                out[f"{path}_b{batch}"] = {"equal": tokens == reference, "fraction": agreement(tokens, reference)}
+    return out
+
+
+def preset_speeds(model: SDARForCausalLM, path: str, gen: int) -> dict:
+    """benchmarks/preset_speed.py's settings on `path`, batch 1, one timed decode each."""
+    from benchmarks.preset_speed import SETTINGS, measure
+
+    return {name: measure(model, sampling, path, 1, PROMPT_TOKENS, gen, repeats=1)
+            for name, sampling in SETTINGS.items() if name != "default static"}  # that one: decode_*
 
 
 @torch.inference_mode()
@@ -183,15 +217,18 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 
 
+ATTENTION_KERNELS = ("flex", "attention", "fmha", "flash", "sdpa", "attn")
+
+
 @torch.inference_mode()
-def kernel_breakdown(model: SDARForCausalLM, gen: int, steps: int = 3) -> dict:
-    """Where the GPU time of an eager batch-1 step goes (torch.profiler, CUDA kernels only):
-    the busy time per step without launch gaps, and the kernels that take most of it, so
-    that the next optimisation can aim at the right kernels."""
+def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, steps: int = 3) -> dict:
+    """Where the GPU time of a batch-1 step of `path` goes (torch.profiler, CUDA kernels only):
+    the busy time per step without launch gaps, attention's share, and the kernels that take
+    most of it, so that the next optimisation can aim at the right kernels."""
     from torch.profiler import ProfilerActivity, profile
 
     total = PROMPT_TOKENS + gen
-    forward = make_forward(model, "cached", 1, total, BLOCK)
+    forward = make_forward(model, path, 1, total, BLOCK)
     x = torch.full((1, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:, :PROMPT_TOKENS])
@@ -204,9 +241,12 @@ def kernel_breakdown(model: SDARForCausalLM, gen: int, steps: int = 3) -> dict:
         torch.cuda.synchronize()
     kernels = [e for e in prof.key_averages() if e.device_time_total > 0]
     busy_us = sum(e.self_device_time_total for e in kernels) / steps
+    attention_us = sum(e.self_device_time_total for e in kernels
+                       if any(word in e.key.lower() for word in ATTENTION_KERNELS)) / steps
     top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:15]
     return {
         "gpu_busy_ms_per_step": busy_us / 1000,
+        "attention_ms_per_step": attention_us / 1000,
         "kernels_per_step": sum(e.count for e in kernels) / steps,
         "top": [{"kernel": e.key[:90], "ms_per_step": e.self_device_time_total / steps / 1000,
                  "calls_per_step": e.count / steps} for e in top],
@@ -221,20 +261,38 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gen", type=int, default=128, help="tokens generated per candidate in the decode runs")
-    parser.add_argument("--skip-compiled", action="store_true", help="leave out the torch.compile path")
+    parser.add_argument("--paths", default=",".join(PATHS), help=f"decoding paths, in order (default {','.join(PATHS)})")
+    parser.add_argument("--skip-compiled", action="store_true", help="leave out the torch.compile paths (compiled, flex)")
+    parser.add_argument("--skip-transformers", action="store_true")
+    parser.add_argument("--skip-presets", action="store_true")
+    parser.add_argument("--skip-agreement", action="store_true")
+    parser.add_argument("--skip-kernels", action="store_true")
+    parser.add_argument("--budget-s", type=float, default=270,
+                        help="after this many seconds, skip the optional sections left (paths other than the old "
+                             "and new default, agreement, presets, kernels, transformers)")
     args = parser.parse_args()
+    began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / "engine_speed.json"
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
-                     "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "errors": {}}
-    paths = [p for p in PATHS if not (args.skip_compiled and p == "compiled")]
+                     "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
+                     "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
+    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex"))]
 
-    def save() -> None:
+    def save() -> None:  # both files after every section: a run cut at its limit still leaves them
+        summarize(results)
         out_file.write_text(json.dumps(results, indent=2) + "\n")
+        (out_dir / "engine_speed.md").write_text(report(results, paths) + "\n")
 
-    def section(name: str, fn):
+    def section(name: str, fn, optional: bool = False):
+        elapsed = time.perf_counter() - began
+        if optional and elapsed > args.budget_s:
+            results["skipped"].append(name)
+            print(f"[engine_speed] {name} skipped: {elapsed:.0f}s past the budget of {args.budget_s:.0f}s", flush=True)
+            save()
+            return None
         started = time.perf_counter()
         print(f"[engine_speed] {name} ...", flush=True)
         try:
@@ -244,6 +302,7 @@ def main() -> int:
         except Exception as exc:  # a failed section is reported, the rest still runs
             results["errors"][name] = f"{type(exc).__name__}: {exc}"
             print(f"[engine_speed] {name} FAILED: {exc}\n{traceback.format_exc()}", flush=True)
+        results.setdefault("phase_s", {})[name] = round(time.perf_counter() - started, 1)
         save()
         return results.get(name)
 
@@ -255,72 +314,124 @@ def main() -> int:
     section("prefill", lambda: prefill_ms(model))
     tokens: dict[tuple[str, int], list[list[int]]] = {}
     for path in paths:
+        optional = path not in (OLD_DEFAULT, GPU_DEFAULT)  # the old default against the new comes first
         for batch in BATCHES:
-            section(f"step_{path}_b{batch}", lambda: step_ms(model, path, batch, args.gen))
+            section(f"step_{path}_b{batch}", lambda: step_ms(model, path, batch, args.gen), optional)
 
             def run_decode():
                 stats, produced = decode_run(model, path, batch, args.gen)
                 tokens[(path, batch)] = produced
                 return stats
 
-            section(f"decode_{path}_b{batch}", run_decode)
-    for path in paths[1:]:
-        for batch in BATCHES:
-            if (path, batch) in tokens and ("cached", batch) in tokens:
-                results[f"agreement_{path}_b{batch}"] = agreement(tokens[(path, batch)], tokens[("cached", batch)])
-    for batch in BATCHES:
-        section(f"transformers_b{batch}", lambda: transformers_generate(model, batch))
-    section("kernels_eager_b1", lambda: kernel_breakdown(model, args.gen))
-
-    floor = results.get("floor_ms")
-    best = None
-    for path in reversed(paths):
-        if f"step_{path}_b1" in results and f"step_{path}_b8" in results:
-            best = path
-            break
-    if best and floor:
-        b1 = results[f"step_{best}_b1"]["median_ms"]
-        b8 = results[f"step_{best}_b8"]["median_ms"]
-        results["targets"] = {"path": best, "b1_step_over_floor": b1 / floor, "b1_target_met": b1 / floor <= 2.0,
-                              "b8_over_b1": b8 / b1, "b8_target_met": b8 / b1 < 1.3}
-    save()
-
-    print(f"\nDICE-1.7B shape, bf16 random weights, {PROMPT_TOKENS}-token prompt, block {BLOCK}, on", results["device"])
-    if floor:
-        print(f"copy bandwidth {bandwidth['gb_per_s']:.0f} GB/s; weights {results['weight_bytes'] / 1e9:.2f} GB; "
-              f"weight-read floor {floor:.3f} ms")
-    if "prefill" in results:
-        print(f"prefill ({PROMPT_TOKENS} tokens, eager): {results['prefill']['median_ms']:.1f} ms")
-    print(f"{'path':<10}{'batch':>6}{'step ms':>10}{'x floor':>9}{'tok/s':>10}{'tok/s+prefill':>15}{'agree':>7}")
+            section(f"decode_{path}_b{batch}", run_decode, optional)
     for path in paths:
         for batch in BATCHES:
-            step = results.get(f"step_{path}_b{batch}")
-            run = results.get(f"decode_{path}_b{batch}")
-            step_text = f"{step['median_ms']:10.3f}{step['median_ms'] / floor:9.2f}" if step and floor else f"{'-':>10}{'-':>9}"
-            run_text = f"{run['tokens_per_s']:10.0f}{run['tokens_per_s_with_prefill']:15.0f}" if run else f"{'-':>10}{'-':>15}"
+            if path != "cached" and (path, batch) in tokens and ("cached", batch) in tokens:
+                results[f"agreement_{path}_b{batch}"] = agreement(tokens[(path, batch)], tokens[("cached", batch)])
+    if not args.skip_agreement:
+        section("agreement_fp32", lambda: fp32_agreement(paths, min(args.gen, 64)), optional=True)
+    if not args.skip_presets and GPU_DEFAULT in paths:
+        section(f"presets_{GPU_DEFAULT}_b1", lambda: preset_speeds(model, GPU_DEFAULT, args.gen), optional=True)
+    if not args.skip_kernels:
+        for path in dict.fromkeys(["cached", GPU_DEFAULT]):
+            if path in paths:
+                section(f"kernels_{path}_b1", lambda: kernel_breakdown(model, path, args.gen), optional=True)
+    if not args.skip_transformers:
+        for batch in BATCHES:
+            section(f"transformers_b{batch}", lambda: transformers_generate(model, batch), optional=True)
+    results["total_s"] = round(time.perf_counter() - began, 1)
+    save()
+    print(report(results, paths))
+    print(f"wrote {out_file} and engine_speed.md ({results['total_s']:.0f}s)")
+    return 0
+
+
+def summarize(results: dict) -> None:
+    """The targets, on the default path, and the old default against the new."""
+    floor = results.get("floor_ms")
+    steps = {key: value["median_ms"] for key, value in results.items() if key.startswith("step_")}
+    b1, b8 = steps.get(f"step_{GPU_DEFAULT}_b1"), steps.get(f"step_{GPU_DEFAULT}_b8")
+    run = results.get(f"decode_{GPU_DEFAULT}_b1")
+    targets: dict = {"path": GPU_DEFAULT}
+    if b1 and floor:
+        targets.update(b1_step_over_floor=b1 / floor, b1_target_met=b1 / floor <= 2.0)
+    if b1 and b8:
+        targets.update(b8_over_b1=b8 / b1, b8_target_met=b8 / b1 <= 1.3)
+    if run:
+        targets.update(b1_tokens_per_s=run["tokens_per_s"], tokens_target_met=run["tokens_per_s"] >= TARGET_TOKENS_PER_S)
+    for batch in BATCHES:
+        old, new = steps.get(f"step_{OLD_DEFAULT}_b{batch}"), steps.get(f"step_{GPU_DEFAULT}_b{batch}")
+        if old and new:
+            targets[f"old_over_new_b{batch}"] = old / new
+    results["targets"] = targets
+
+
+def report(results: dict, paths: list[str]) -> str:
+    """The Markdown table (and lines) printed at the end and written to engine_speed.md."""
+    floor = results.get("floor_ms")
+    lines = [f"DICE-1.7B shape, bf16 random weights, {PROMPT_TOKENS}-token prompt, block {BLOCK}, on "
+             f"{results['device']} (torch {results['torch']})", ""]
+    if floor:
+        lines.append(f"copy bandwidth {results['copy_bandwidth']['gb_per_s']:.0f} GB/s; weights "
+                     f"{results['weight_bytes'] / 1e9:.2f} GB; weight-read floor {floor:.3f} ms")
+    if "prefill" in results:
+        lines.append(f"prefill ({PROMPT_TOKENS} tokens, eager): {results['prefill']['median_ms']:.1f} ms")
+    lines += ["", "| path | batch | step ms | x floor | setup s | tok/s | tok/s +prefill | ms/step in decode | agree bf16 |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for path in paths:
+        label = path + (" (default)" if path == GPU_DEFAULT else " (old default)" if path == OLD_DEFAULT else "")
+        for batch in BATCHES:
+            step, run = results.get(f"step_{path}_b{batch}"), results.get(f"decode_{path}_b{batch}")
             agree = results.get(f"agreement_{path}_b{batch}")
-            print(f"{path:<10}{batch:>6}{step_text}{run_text}{(f'{agree:7.2f}' if agree is not None else '      -')}")
+            cells = [label, str(batch)]
+            cells += [f"{step['median_ms']:.3f}", f"{step['median_ms'] / floor:.2f}" if floor else "-",
+                      f"{step['setup_s']:.1f}"] if step else ["-"] * 3
+            cells += [f"{run['tokens_per_s']:.0f}", f"{run['tokens_per_s_with_prefill']:.0f}",
+                      f"{run['ms_per_step']:.3f}"] if run else ["-"] * 3
+            cells.append(f"{agree:.3f}" if agree is not None else "-")
+            lines.append("| " + " | ".join(cells) + " |")
     for batch in BATCHES:
         hf = results.get(f"transformers_b{batch}")
         if hf:
             per_token = hf["ms_per_token"]
-            print(f"{'hf-qwen3':<10}{batch:>6}{per_token:10.3f}{(per_token / floor if floor else 0):9.2f}"
-                  f"{1000 * batch / per_token:10.0f}{'':>15}      -   (generate, per token)")
-    if "targets" in results:
-        t = results["targets"]
-        print(f"targets ({t['path']}): batch-1 step = {t['b1_step_over_floor']:.2f}x floor (target <= 2: "
-              f"{'met' if t['b1_target_met'] else 'NOT met'}); batch-8 step = {t['b8_over_b1']:.2f}x batch-1 "
-              f"(target < 1.3: {'met' if t['b8_target_met'] else 'NOT met'})")
-    kernels = results.get("kernels_eager_b1")
-    if kernels:
-        print(f"eager batch-1 step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
-              f"({kernels['kernels_per_step']:.0f} kernels); the largest:")
-        for k in kernels["top"][:8]:
-            print(f"  {k['ms_per_step']:8.3f} ms  x{k['calls_per_step']:<5.0f} {k['kernel']}")
+            lines.append(f"| hf-qwen3 generate (per token) | {batch} | {per_token:.3f} | "
+                         f"{per_token / floor if floor else 0:.2f} | - | {1000 * batch / per_token:.0f} | - | - | - |")
+    agreement32 = results.get("agreement_fp32")
+    if agreement32:
+        lines += ["", "fp32 tokens against the eager cached path (4-layer model of the same widths): " + ", ".join(
+            f"{key} {'equal' if v['equal'] else 'DIFFER (%.3f)' % v['fraction']}" for key, v in agreement32.items())]
+    presets = results.get(f"presets_{GPU_DEFAULT}_b1")
+    if presets:
+        lines += ["", f"presets on {GPU_DEFAULT}, batch 1: " + "; ".join(
+            f"{name} {row['tokens_per_s']:.0f} tok/s ({row['tokens_per_pass']:.2f} tok/pass, {row['ms_per_pass']:.2f} "
+            f"ms/pass)" for name, row in presets.items())]
+    t = results.get("targets", {})
+    if "b1_step_over_floor" in t:
+        lines += ["", f"targets ({t['path']}): batch-1 step = {t['b1_step_over_floor']:.2f}x floor (<= 2: "
+                  f"{'met' if t['b1_target_met'] else 'NOT met'})"]
+    if "b8_over_b1" in t:
+        lines.append(f"batch-8 step = {t['b8_over_b1']:.2f}x batch-1 (<= 1.3: {'met' if t['b8_target_met'] else 'NOT met'})")
+    if "b1_tokens_per_s" in t:
+        lines.append(f"batch-1 static decode {t['b1_tokens_per_s']:.0f} tok/s (>= {TARGET_TOKENS_PER_S}: "
+                     f"{'met' if t['tokens_target_met'] else 'NOT met'})")
+    for batch in BATCHES:
+        if f"old_over_new_b{batch}" in t:
+            lines.append(f"old default {OLD_DEFAULT} / new default {GPU_DEFAULT}, batch {batch} step: "
+                         f"{t[f'old_over_new_b{batch}']:.2f}x")
+    for path in dict.fromkeys(["cached", GPU_DEFAULT]):
+        kernels = results.get(f"kernels_{path}_b1")
+        if kernels:
+            lines += ["", f"{path} batch-1 step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
+                      f"({kernels['kernels_per_step']:.0f} kernels), attention {kernels['attention_ms_per_step']:.3f} ms;"
+                      " the largest:"]
+            lines += [f"    {k['ms_per_step']:8.3f} ms  x{k['calls_per_step']:<5.0f} {k['kernel']}" for k in kernels["top"][:8]]
+    if results.get("phase_s"):
+        lines += ["", "phases (s): " + ", ".join(f"{name} {seconds}" for name, seconds in results["phase_s"].items())]
+    if results["skipped"]:
+        lines += ["", "skipped (past the time budget): " + ", ".join(results["skipped"])]
     if results["errors"]:
-        print("errors:", json.dumps(results["errors"], indent=2))
-    print(f"wrote {out_file}")
-    return 0
+        lines += ["", "errors: " + json.dumps(results["errors"], indent=2)]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

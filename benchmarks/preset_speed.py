@@ -15,8 +15,8 @@ blocks, 4 steps per block, batch 1 (and --batch N):
 - dice, low_confidence_dynamic 0.9: with top_k 1 every confidence is 1.0, so each block is
   committed in one step: 4 tokens per forward pass.
 
-Per setting, on the engine's decoding path (`graphs` on a GPU, `cached` on a CPU; --path to
-choose): one warm-up decode (captures the graphs), then the median of --repeats decodes, timed by the
+Per setting, on the engine's decoding path (engine.fast_paths.GPU_DEFAULT on a GPU, `cached` on
+a CPU; --path to choose): one warm-up decode (captures the graphs), then the median of --repeats decodes, timed by the
 engine (wall clock around the decode, synchronised); tokens/s excludes the prefill, which the
 presets share. `forward passes` are the denoising steps; `tokens per pass` = tokens / steps.
 Prints a table and writes $OUT/preset_speed.json (OUT defaults to ./.device-out).
@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
 from engine.decode import decode  # noqa: E402
+from engine.fast_paths import GPU_DEFAULT, PATHS  # noqa: E402
 from engine.model import SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -94,13 +95,13 @@ def main() -> int:
     parser.add_argument("--prompt-tokens", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=4, help="a second batch size besides 1")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--path", choices=("graphs", "compiled", "cached"), help="decoding path (default: the engine's)")
+    parser.add_argument("--path", choices=PATHS, help="decoding path (default: the engine's)")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     config = TINY if args.tiny else DICE_1_7B
     model = random_model(config, device, torch.bfloat16 if cuda else torch.float32)
-    paths = (args.path or ("graphs" if cuda else "cached"),)
+    paths = (args.path or (GPU_DEFAULT if cuda else "cached"),)
     out_file = Path(os.environ.get("OUT", ".device-out")) / "preset_speed.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
     results = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,

@@ -10,6 +10,7 @@ the call, before anything is sent.
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from engine import prompts
@@ -19,10 +20,20 @@ ProgressFn = Callable[[Progress], None] | None
 CancelFn = Callable[[], bool] | None
 
 
+def report_to_stderr(message: str) -> None:
+    """What an engine process says while it prepares (warm_up): stderr, where the client keeps
+    the last lines."""
+    print(f"dice engine: {message}", file=sys.stderr, flush=True)
+
+
 class EngineBase:
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None):
         """The request's candidates (a list of Candidate, or an awaitable of one)."""
         raise NotImplementedError
+
+    def warm_up(self, report: Callable[[str], None]) -> None:
+        """Pay a backend's first-use costs (compilation, CUDA graphs) now, at load, saying what
+        it does through `report`; nothing to do for most."""
 
     def infill(self, prefix: str, suffix: str, n: int = 1, max_tokens: int = 256, *, reference: str | None = None,
                on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling):

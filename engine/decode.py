@@ -126,6 +126,24 @@ def choose_commits(sampling: Sampling, masked: torch.Tensor, confidence: torch.T
     return commit
 
 
+def planned_steps(sampling: Sampling, schedule: list[int], masked_count: int) -> int:
+    """Steps a block surely needs before it can be whole: with a fixed quota per step (the
+    static strategies) no step commits more than its quota, so the block cannot finish before
+    the quotas add up to its masks (it finishes then, unless the dice preset committed the mask
+    token itself); the dynamic strategy commits past its quota whenever confidences allow, so
+    only the first step is sure."""
+    if masked_count == 0:
+        return 0
+    if sampling.strategy == "low_confidence_dynamic":
+        return 1
+    done = 0
+    for index, quota in enumerate(schedule, 1):
+        done += quota
+        if done >= masked_count:
+            return index
+    return len(schedule)
+
+
 # --- the decoding loop ---------------------------------------------------------------------
 
 
@@ -143,7 +161,13 @@ def decode(
     path: str = "cached",
 ) -> DecodeResult:
     """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
-    should_cancel() returns true (polled before every step)."""
+    should_cancel() returns true (polled before every step). `on_progress` hears of the
+    prefill and of each finished block.
+
+    The host reads the device once per block (the stop tokens), and inside a block only once
+    its planned steps are spent (planned_steps): the static strategies queue a whole block's
+    steps without waiting for the GPU; the dynamic one, whose step count depends on the
+    model's confidences, reads one bool after each step past its first."""
     config = model.config
     if n < 1 or max_tokens < 1:
         raise EngineError(f"need n >= 1 and max_tokens >= 1 (got n={n}, max_tokens={max_tokens})")
@@ -181,24 +205,29 @@ def decode(
     steps = 0
     for block in range(first_block, total_blocks):
         start, end = block * bs, (block + 1) * bs
+        # Masked when the block begins: what the prompt leaves (known here, no read of x).
+        masked_count = sum(1 for i in range(start, end) if i >= prompt_len or prompt_ids[i] == mask_id)
         if dice:  # DICE's quota comes from the block length, whatever the prompt filled
             schedule = transfer_schedule(bs, sampling.steps)
         else:
-            masked_count = int((x[0, start:end] == mask_id).sum())
             schedule = transfer_schedule(masked_count, min(sampling.steps, masked_count))
+        planned = planned_steps(sampling, schedule, masked_count)
         step = 0
         while True:
             masked = x[:, start:end] == mask_id
-            if not masked.any():
-                break
-            if dice and step == len(schedule):
-                where = start + int(masked.nonzero()[0, 1])
-                raise EngineError(
-                    f"the model predicted the mask token itself (id {mask_id}) at position {where}, "
-                    f"so block {block - first_block + 1} is still masked after {sampling.steps} steps; DICE's decoder "
-                    "cannot finish it either (its block_diffusion_generate raises IndexError here). Decode with the "
-                    "default preset, which never commits the mask token."
-                )
+            # The device is asked whether masks remain only once the planned steps are spent:
+            # until then the host queues steps without waiting for the GPU.
+            if step >= planned:
+                if not bool(masked.any()):
+                    break
+                if dice and step == len(schedule):
+                    where = start + int(masked.nonzero()[0, 1])
+                    raise EngineError(
+                        f"the model predicted the mask token itself (id {mask_id}) at position {where}, so block "
+                        f"{block - first_block + 1} is still masked after {sampling.steps} steps; DICE's decoder "
+                        "cannot finish it either (its block_diffusion_generate raises IndexError here). Decode with "
+                        "the default preset, which never commits the mask token."
+                    )
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
             logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
@@ -209,16 +238,15 @@ def decode(
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
             step += 1
             steps += 1
-            if on_progress is not None:
-                generated = x[:, prompt_len : min(end, prompt_len + max_tokens)] != mask_id
-                on_progress(Progress("decode", block - first_block + 1, blocks, step, int(generated.sum(1).max())))
-        if dice:
+        if on_progress is not None:  # per block: the block is whole, so the count needs no read of x
+            on_progress(Progress("decode", block - first_block + 1, blocks, step, min(end - prompt_len, max_tokens)))
+        if dice or not len(stop):
             continue  # DICE's evaluation never stops early: tokens after an EOS are kept
-        new = x[:, max(start, prompt_len) : end]
-        hits = torch.isin(new, stop)
-        for row in range(n):
-            if stop_at[row] is None and bool(hits[row].any()):
-                stop_at[row] = max(start, prompt_len) - prompt_len + int(hits[row].nonzero()[0])
+        hits = torch.isin(x[:, max(start, prompt_len) : end], stop)
+        first_hits = torch.where(hits.any(1), hits.int().argmax(1), -1).tolist()  # one read per block
+        for row, hit in enumerate(first_hits):
+            if stop_at[row] is None and hit >= 0:
+                stop_at[row] = max(start, prompt_len) - prompt_len + hit
         if all(s is not None for s in stop_at):
             break
 
@@ -230,3 +258,20 @@ def decode(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)
+
+
+WARM_BATCHES = (1, 8)  # a single fill, and up to 8 candidates (the editor's 4; a sampled FIM fill's 2 x 4)
+
+
+def warm_up(model: SDARForCausalLM, path: str, block_size: int, batches=WARM_BATCHES,
+            report: Callable[[str], None] = print) -> None:
+    """Compile and capture `path`'s step for `batches` at the smallest cache bucket, by
+    decoding a few blocks of a dummy prompt, so that the first request does not pay it.
+    Raises whatever the path raises (the engine then falls back, fast_paths.FALLBACK)."""
+    prompt = [0] * (block_size + 1)  # a partial block, then whole ones: the step's shapes
+    for n in batches:
+        started = time.perf_counter()
+        report(f"preparing the {path!r} decoding step for {n} candidate(s) (compilation, CUDA graphs)...")
+        decode(model, prompt, n=n, max_tokens=3 * block_size, sampling=Sampling(block_size=block_size), stop_ids=[],
+               path=path)
+        report(f"the {path!r} decoding step for {n} candidate(s) is ready ({time.perf_counter() - started:.1f} s)")

@@ -10,8 +10,17 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   step is bound by kernel launches, not by the GPU.
 - `compiled`: `graphs` with the model torch.compile'd inside the graph, fusing its small
   kernels.
+- `flex`: `compiled` with attention through flex_attention over a block mask
+  (engine.model.flex_block_mask): a split-KV (flash-decoding) kernel for the step's few query
+  rows, which reads only the cache tiles up to the current block. The default on a GPU
+  (`GPU_DEFAULT`).
+- `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 
-The graph paths keep their captured graphs and cache between requests (`graph_path`).
+The graph paths keep their captured graphs and cache between requests (`graph_path`), with
+fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
+of two of at least MIN_CACHE positions, so a compiled step is compiled once per (batch, cache)
+bucket and never per prompt length (the prompt itself always runs eagerly). engine.decode's
+warm_up pays the compilation and capture of the common buckets when the model is loaded.
 """
 
 from __future__ import annotations
@@ -22,12 +31,16 @@ from typing import Protocol
 
 import torch
 
-from engine.model import KVCache, SDARForCausalLM, block_causal_mask
+from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_supported
 from engine.types import EngineError
 
-PATHS = ("recompute", "cached", "static", "graphs", "compiled")
-FAST_PATHS = ("graphs", "compiled")  # the GPU-only ones: the engine falls back to `cached` if they fail
-COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled path)
+PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
+FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
+GPU_DEFAULT = "flex"
+# Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
+# that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
+FALLBACK = {"flex": "compiled", "compiled": "cached", "graphs": "cached"}
+COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled paths)
 
 
 class ForwardPath(Protocol):
@@ -72,21 +85,24 @@ class CachedForward:
         self.eager = model
         self.cache = cache
         self.block_size = block_size
+        self.attention = "sdpa"
 
     def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int, cache: KVCache | None = None,
-            model: SDARForCausalLM | None = None):
+            eager: bool = False):
         """Logits of the last `keep` of `ids` at `positions`, their keys written to the cache,
-        attending over its first `key_len` positions."""
+        attending over its first `key_len` positions; `eager`: through the plain model and
+        torch's SDPA whatever the path runs its steps with."""
         mask = block_mask(positions, key_len, self.block_size)
-        cache = self.cache if cache is None else cache
-        return (model or self.model)(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep)
+        cache = self.cache.rows(ids.shape[0]) if cache is None else cache
+        model, attention = (self.eager, "sdpa") if eager else (self.model, self.attention)
+        return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep,
+                     attention=attention)
 
     def prefill(self, prompt: torch.Tensor) -> None:
         length = prompt.shape[1]
         if length == 0:
             return
-        self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.first_row(),
-                 model=self.eager)
+        self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.rows(1), eager=True)
         self.cache.copy_first_row(length)
 
     def block_logits(self, x, start, end, commit_previous):
@@ -108,46 +124,56 @@ class StaticForward(CachedForward):
     the previous block's keys with the same tokens changes nothing), so one window shape
     serves all steps, and attention runs over the cache up to a key length bucket (the
     block-causal mask hides the stale positions past the block), or over the whole cache
-    when the model is compiled, as each new shape would mean a new compilation.
+    when the model is compiled, as each new shape would mean a new compilation (flex
+    attention skips the cache tiles past the block, so there the whole cache costs nothing).
+    The sequence's first block, which has no block before it (a prompt shorter than a block),
+    runs eagerly: one shape less to compile and capture, for a step that is rare.
     """
 
     KEY_BUCKET = 256
 
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False):
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False,
+                 attention: str = "sdpa"):
         super().__init__(model, cache, block_size)
         self.compiled = compiled
+        self.attention = attention
         if compiled:
             # Static shapes: each is captured in a CUDA graph anyway. torch.compile wraps the
             # model without changing it; the plain paths keep calling it eagerly. A path per
-            # batch size and cache length, two window shapes each: dynamo's default of 8
-            # compilations of one function runs out within a working session.
+            # batch and cache bucket: dynamo's default of 8 compilations of one function runs
+            # out within a working session.
             config = torch._dynamo.config
             limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.7
             setattr(config, limit, max(getattr(config, limit), COMPILE_LIMIT))
             self.model = torch.compile(model, fullgraph=True, dynamic=False)
 
-    def shapes(self, start: int, end: int) -> tuple[int, int]:
-        """(first position of the window, key length) for the block [start, end)."""
-        first = max(0, start - self.block_size)
-        if self.compiled:
-            return first, self.cache.max_len
-        return first, min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
+    def key_length(self, end: int) -> int:
+        if self.compiled or self.attention == "flex":
+            return self.cache.max_len
+        return min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
 
     def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, end - start)
+        if start == 0:  # the first block of the sequence: nothing before it
+            return self.run(x[:, :end], torch.arange(end, device=x.device), end, end, eager=True)
+        return self.window_logits(x, start - self.block_size, end, self.key_length(end))
+
+    def window_logits(self, x, first, end, key_len):
+        """Logits of the block ending at `end`, running the window [first, end) (it and the block before)."""
+        return self.run(x[:, first:end], torch.arange(first, end, device=x.device), key_len, self.block_size)
 
 
 class GraphForward(StaticForward):
-    """StaticForward with each step replayed from a CUDA graph (one per window and key
-    length), optionally with the torch.compile'd model inside (`compiled`). An eager step runs
-    ~60 small kernels per layer, and on a GPU their launches, not the weight reads, set the
-    pace: the graph removes the CPU launch cost, compilation fuses the small kernels."""
+    """StaticForward with each step replayed from a CUDA graph (one per key length),
+    optionally with the torch.compile'd model inside (`compiled`). An eager step runs ~60
+    small kernels per layer, and on a GPU their launches, not the weight reads, set the pace:
+    the graph removes the CPU launch cost, compilation fuses the small kernels. The graph
+    runs over all the cache's rows; a request with fewer candidates uses the first ones."""
 
-    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool):
-        super().__init__(model, cache, block_size, compiled)
+    def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool,
+                 attention: str = "sdpa"):
+        super().__init__(model, cache, block_size, compiled, attention)
         self.pool = torch.cuda.graph_pool_handle()
-        self.steps: dict[tuple[int, int], _CapturedStep] = {}
+        self.steps: dict[int, _CapturedStep] = {}
 
     def _capture(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int) -> _CapturedStep:
         # Warm-up (and compilation) on a side stream, as torch.cuda.graphs asks. It writes the
@@ -163,44 +189,72 @@ class GraphForward(StaticForward):
             logits = self.run(ids, positions, key_len, keep)
         return _CapturedStep(graph, ids, positions, logits)
 
-    def block_logits(self, x, start, end, commit_previous):
-        first, key_len = self.shapes(start, end)
-        key = (end - first, key_len)
-        step = self.steps.get(key)
+    def window_logits(self, x, first, end, key_len):
+        n, width = x.shape[0], end - first
+        step = self.steps.get(key_len)
         if step is None:
-            ids = x[:, first:end].clone()
+            # The rows past the request's hold the mask token: real ids, whose results nobody reads.
+            ids = torch.full((self.cache.batch, width), self.eager.config.mask_token_id, dtype=x.dtype, device=x.device)
+            ids[:n] = x[:, first:end]
             positions = torch.arange(first, end, device=x.device)
-            step = self.steps[key] = self._capture(ids, positions, key_len, end - start)
+            step = self.steps[key_len] = self._capture(ids, positions, key_len, self.block_size)
         else:
-            step.input_ids.copy_(x[:, first:end])
+            step.input_ids[:n].copy_(x[:, first:end])
             step.positions.copy_(torch.arange(first, end, device=x.device))
         step.graph.replay()
-        return step.logits.clone()
+        return step.logits[:n].clone()
 
 
-# Captured graphs and their cache outlive one request: capture costs more than a request's
-# worth of steps. One per model, rebuilt when the batch, block size or path changes, or when
-# the cache is too short.
-_graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, GraphForward]" = weakref.WeakKeyDictionary()
-GRAPH_CACHE_ROUND = 256
+# Captured graphs and their caches outlive one request: capture (and compilation) costs more
+# than a request's worth of steps. Per model, one path per batch bucket, rebuilt when the
+# block size or the path changes, or when its cache is too short.
+_graph_paths: "weakref.WeakKeyDictionary[SDARForCausalLM, dict[int, GraphForward]]" = weakref.WeakKeyDictionary()
+MIN_CACHE = 2048
 
 
-def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool) -> GraphForward:
-    current = _graph_paths.get(model)
+MIN_BATCH = 8  # past one candidate: a step reads the weights once for all rows, and 8 rows cost
+# about what 2 do (1.07x a batch-1 step on the H200), so 2..8 share one compilation
+
+
+def batch_bucket(n: int) -> int:
+    """The batch a graph path runs for n candidates: 1, or the next power of two from MIN_BATCH."""
+    return 1 if n == 1 else max(MIN_BATCH, 1 << (n - 1).bit_length())
+
+
+def cache_bucket(length: int, limit: int) -> int:
+    """The cache length a graph path allocates for a sequence of `length`: the next power of
+    two, at least MIN_CACHE, at most the model's context (in whole flex tiles)."""
+    whole = -(-limit // FLEX_BLOCK) * FLEX_BLOCK
+    return max(length, min(whole, max(MIN_CACHE, 1 << (length - 1).bit_length())))
+
+
+def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool,
+               attention: str = "sdpa") -> GraphForward:
+    paths = _graph_paths.setdefault(model, {})
+    batch = batch_bucket(n)
+    current = paths.get(batch)
     if (
         current is not None
-        and current.cache.batch == n
         and current.block_size == block_size
         and current.compiled == compiled
+        and current.attention == attention
         and current.cache.max_len >= length
     ):
         return current
-    _graph_paths.pop(model, None)
-    max_len = -(-length // GRAPH_CACHE_ROUND) * GRAPH_CACHE_ROUND
+    paths.pop(batch, None)
+    max_len = cache_bucket(length, model.config.max_position_embeddings)
     weight = model.lm_head.weight
-    cache = KVCache.allocate(model.config, n, max_len, weight.device, weight.dtype)
-    path = _graph_paths[model] = GraphForward(model, cache, block_size, compiled)
+    cache = KVCache.allocate(model.config, batch, max_len, weight.device, weight.dtype)
+    path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention)
     return path
+
+
+def default_path(model: SDARForCausalLM) -> str:
+    """The engine's path: GPU_DEFAULT on a GPU (`compiled` for a model flex cannot take), the
+    eager `cached` elsewhere."""
+    if model.lm_head.weight.device.type != "cuda":
+        return "cached"
+    return GPU_DEFAULT if GPU_DEFAULT != "flex" or flex_supported(model.config) else "compiled"
 
 
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
@@ -208,11 +262,17 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
     if path == "recompute":
         return RecomputeForward(model, block_size)
+    if path in ("flex", "static-flex") and not flex_supported(model.config):
+        raise EngineError(f"the {path!r} decoding path needs a head dimension of at least 16, a power of two "
+                          f"(this model's is {model.config.head_dim})")
     weight = model.lm_head.weight
-    if path in ("cached", "static"):
+    if path in ("cached", "static", "static-flex"):
         cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
-        kind = CachedForward if path == "cached" else StaticForward
-        return kind(model, cache, block_size)
+        if path == "cached":
+            return CachedForward(model, cache, block_size)
+        return StaticForward(model, cache, block_size, attention="flex" if path == "static-flex" else "sdpa")
     if weight.device.type != "cuda":
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    return graph_path(model, n, length, block_size, compiled=path == "compiled")
+    return graph_path(model, n, length, block_size, compiled=path != "graphs",
+                      attention="flex" if path == "flex" else "sdpa")
+

@@ -6,13 +6,14 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from engine.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.context import fit_infill, prompt_budget
-from engine.decode import decode
-from engine.fast_paths import FAST_PATHS
+from engine.decode import decode, warm_up
+from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import fits_span, scope_of, unknown_names
@@ -38,14 +39,27 @@ class LocalEngine(EngineBase):
             # A small model's matmuls are too small to split across threads: syncing them costs
             # more than it saves (the built-in model decoded 3x slower with 2 threads than 1).
             torch.set_num_threads(1)
-        # CUDA graphs on a GPU, where an eager step is bound by kernel launches;
-        # DICE_DECODE_PATH picks another path (recompute | cached | graphs), e.g. to compare.
-        self.decode_path = os.environ.get("DICE_DECODE_PATH") or ("graphs" if device.type == "cuda" else "cached")
+        # On a GPU, where an eager step is bound by kernel launches, the fastest path
+        # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
+        # e.g. graphs, the default before flex, to compare.
+        self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
 
     @classmethod
     def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None) -> "LocalEngine":
         model, tokenizer, config = load_checkpoint(folder, device, dtype)
         return cls(model, tokenizer, config, name or str(folder))
+
+    def warm_up(self, report: Callable[[str], None]) -> None:
+        """Compile and capture the fast path's decoding step now (engine.decode.warm_up);
+        a path that fails hands over to the next (FALLBACK), down to the eager `cached`."""
+        while self.decode_path in FAST_PATHS:
+            try:
+                warm_up(self.model, self.decode_path, self.config.block_size, report=report)
+                return
+            except Exception as exc:  # noqa: BLE001 - dynamo's and the CUDA graphs' failures are of many kinds
+                report(f"the {self.decode_path!r} decoding path failed ({type(exc).__name__}: {exc}); "
+                       f"using {FALLBACK[self.decode_path]!r}")
+                self.decode_path = FALLBACK[self.decode_path]
 
     def info(self) -> EngineInfo:
         weight = self.model.lm_head.weight

@@ -195,9 +195,13 @@ class KVCache:
     def max_len(self) -> int:
         return self.keys[0].shape[2]
 
-    def first_row(self) -> "KVCache":
-        """A batch-1 view sharing this cache's storage: prefill a prompt once for all rows."""
-        return KVCache([k[:1] for k in self.keys], [v[:1] for v in self.values])
+    def rows(self, n: int) -> "KVCache":
+        """The first n rows, sharing this cache's storage (itself when n is all of them): the
+        prompt is prefilled once, in row 0, for all rows; a batch padded to a bucket
+        (engine.fast_paths) runs some steps over the rows in use only."""
+        if n == self.batch:
+            return self
+        return KVCache([k[:n] for k in self.keys], [v[:n] for v in self.values])
 
     def copy_first_row(self, length: int) -> None:
         """Give every row the first row's first `length` positions (the shared prompt)."""
@@ -221,6 +225,52 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
     out = F.scaled_dot_product_attention(stacked, k, v, attn_mask=mask.repeat(1, 1, group, 1))
     # reshape, not view: on CUDA some SDPA backends return a non-contiguous layout here.
     return out.reshape(b, heads, t, d)
+
+
+FLEX_BLOCK = 128  # flex_attention's default tile of queries and of keys
+
+
+def flex_block_mask(mask: torch.Tensor):
+    """The bool mask [B|1, 1, T, S] as a flex_attention BlockMask: the key tiles holding an
+    allowed key are listed (the others are skipped, not read), and inside them the mask
+    decides key by key, so attention is exactly the masked attention. Decoding over a cache
+    longer than the sequence reads only the tiles up to the current block, whatever the cache
+    length (a fixed shape for torch.compile and the CUDA graph)."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    b, _, t, s = mask.shape
+    q_tiles, kv_tiles = -(-t // FLEX_BLOCK), -(-s // FLEX_BLOCK)
+    # Padded to whole tiles, so that the kernel's reads of the mask stay inside it.
+    padded = F.pad(mask[:, 0], (0, kv_tiles * FLEX_BLOCK - s, 0, q_tiles * FLEX_BLOCK - t))
+    used = padded.view(b, q_tiles, FLEX_BLOCK, kv_tiles, FLEX_BLOCK).any(4).any(2)  # [b, q_tiles, kv_tiles]
+    # Tiles in use first, in order (a stable sort of "unused"): the kernel reads the first `count`.
+    order = torch.argsort((~used).to(torch.int32), dim=-1, stable=True).to(torch.int32)
+    count = used.sum(-1, dtype=torch.int32)
+    batch_of = (lambda _: 0) if b == 1 else (lambda i: i)
+
+    def mask_mod(batch, head, q_idx, kv_idx):
+        return padded[batch_of(batch), q_idx, kv_idx]
+
+    return BlockMask.from_kv_blocks(count[:, None], order[:, None], BLOCK_SIZE=FLEX_BLOCK, mask_mod=mask_mod,
+                                    seq_lengths=(t, s), compute_q_blocks=False)
+
+
+def flex_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask) -> torch.Tensor:
+    """grouped_attention through flex_attention (under torch.compile, a Triton kernel that,
+    for a few query rows, splits the keys over many thread blocks: flash-decoding), with the
+    query heads of a key/value head read together (enable_gqa)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+ATTENTION_KERNELS = ("sdpa", "flex")
+
+
+def flex_supported(config: "SDARConfig") -> bool:
+    """flex_attention's kernels want a head dimension of at least 16, a power of two."""
+    d = config.head_dim
+    return d >= 16 and d & (d - 1) == 0
 
 
 class Attention(nn.Module):
@@ -253,7 +303,8 @@ class Attention(nn.Module):
             keys[:, :, positions] = k
             values[:, :, positions] = v
             k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
-        return self.o_proj(grouped_attention(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
+        attend = grouped_attention if isinstance(mask, torch.Tensor) else flex_grouped_attention
+        return self.o_proj(attend(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):
@@ -301,7 +352,9 @@ class SDARForCausalLM(nn.Module):
       and attention runs over the cache's first S positions (S: the mask's last dimension;
       by default the whole cache under the block-causal rule on absolute positions);
     - `logits_to_keep`: logits for the last N positions only (0 = all); decoding needs the
-      current block's, and the vocabulary projection is a large matmul.
+      current block's, and the vocabulary projection is a large matmul;
+    - `attention`: "sdpa" (torch's scaled_dot_product_attention) or "flex" (flex_attention
+      over the same mask as a BlockMask: the same attention, computed by another kernel).
     """
 
     def __init__(self, config: SDARConfig):
@@ -319,7 +372,10 @@ class SDARForCausalLM(nn.Module):
         attn_mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         logits_to_keep: int = 0,
+        attention: str = "sdpa",
     ) -> torch.Tensor:
+        if attention not in ATTENTION_KERNELS:
+            raise ValueError(f"attention must be one of {ATTENTION_KERNELS}, not {attention!r}")
         b, t = input_ids.shape
         if position_ids is None:
             if cache is not None:
@@ -332,6 +388,8 @@ class SDARForCausalLM(nn.Module):
             attn_mask = block_causal_mask(position_ids, key_pos, self.config.block_size)
         elif attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
+        if attention == "flex":
+            attn_mask = flex_block_mask(attn_mask)  # once for all layers
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import asdict
 
+from engine.base import report_to_stderr
 from engine.frames import HEADER, FrameError, decode_payload, encode_frame, frame_length
 from engine.service import FrameWriter, error_message, serve
 
@@ -178,6 +179,7 @@ def main(args) -> int:
     try:
         try:
             server.engine = engine.load(args.model)
+            server.engine.warm_up(report_to_stderr)
         except Exception as exc:  # the worker's message for the same folder (engine.load_failure)
             print(f"dice engine serve: {engine.load_failure(args.model, exc)}", file=sys.stderr)
             return 1

@@ -1,6 +1,7 @@
 """The engine worker process: `python -m engine.worker --model SPEC`.
 
-Loads the model once, says {"type": "ready", "info"} (or {"type": "error"} and exits 2), then
+Loads the model once, pays its decoding path's first-use cost (compilation, CUDA graphs;
+progress on stderr), says {"type": "ready", "info"} (or {"type": "error"} and exits 2), then
 serves jobs on stdin/stdout (engine.frames, engine.service) until stdin closes. stdout carries
 only frames: anything a library prints goes to stderr, which the client keeps for error reports.
 """
@@ -12,6 +13,7 @@ import os
 import sys
 from dataclasses import asdict
 
+from engine.base import report_to_stderr
 from engine.frames import encode_frame
 from engine.service import FrameWriter, serve
 
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         loaded = engine.load(args.model, device=args.device, dtype=args.dtype)
+        loaded.warm_up(report_to_stderr)
     except Exception as exc:  # whatever breaks loading is reported, not a silent exit
         message = engine.load_failure(args.model, exc)
         frames.write(encode_frame({"type": "error", "id": None, "message": message, "cancelled": False}))

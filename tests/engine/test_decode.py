@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.decode import choose_commits, decode, filter_logits, transfer_schedule
+from engine.decode import choose_commits, decode, filter_logits, planned_steps, transfer_schedule
 from engine.types import Cancelled, EngineError, Sampling
 
 from .conftest import random_model, tiny_sdar_config
@@ -87,7 +87,8 @@ def test_decoding_leaves_the_model_as_it_was(tiny):
 
 def test_the_first_block_starts_inside_the_prompts_partial_block(tiny):
     """Prompt of 10 with block 4: the first block is positions 8..11, two of them prompt
-    tokens; with one step per token it takes 2 steps, then 4 per block after it."""
+    tokens; with one step per token it takes 2 steps, then 4 per block after it. Progress
+    comes per block (block, its steps, tokens so far)."""
     steps_seen = []
     result = decode(
         tiny, prompt(10), max_tokens=6, sampling=Sampling(steps=4), stop_ids=[],
@@ -96,7 +97,7 @@ def test_the_first_block_starts_inside_the_prompts_partial_block(tiny):
     assert len(result.tokens[0]) == 6
     assert result.steps == 2 + 4
     assert steps_seen[0] == ("prefill", 0, 0, 0)
-    assert [s[1:] for s in steps_seen[1:]] == [(1, 1, 1), (1, 2, 2), (2, 1, 3), (2, 2, 4), (2, 3, 5), (2, 4, 6)]
+    assert [s[1:] for s in steps_seen[1:]] == [(1, 2, 2), (2, 4, 6)]
 
 
 def test_candidates_decode_together_and_greedy_rows_agree(tiny):
@@ -168,3 +169,117 @@ def test_the_compiled_path_reads_prompts_eagerly(tiny):
         assert all(torch.equal(a, b) for a, b in zip(caches[0].keys + caches[0].values, caches[1].keys + caches[1].values))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled_before
     config.recompile_limit = limit
+
+
+def test_planned_steps_are_the_steps_a_block_surely_needs():
+    static = Sampling(steps=4)
+    assert planned_steps(static, transfer_schedule(4, 4), 4) == 4
+    assert planned_steps(static, transfer_schedule(2, 2), 2) == 2  # a block the prompt half fills
+    dice = Sampling.for_preset("dice")  # quotas over the block length: 2 masks take 2 steps of 1
+    assert planned_steps(dice, transfer_schedule(4, 4), 2) == 2
+    assert planned_steps(Sampling(strategy="low_confidence_dynamic"), transfer_schedule(4, 4), 4) == 1
+    assert planned_steps(static, [0], 0) == 0
+
+
+class HostReads:
+    """Counts the reads of tensor values by the host (each a device synchronisation on a GPU)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        for name in ("__bool__", "__int__", "__float__", "item", "tolist"):
+            original = getattr(torch.Tensor, name)
+
+            def counted(tensor, *args, _original=original):
+                self.count += 1
+                return _original(tensor, *args)
+
+            monkeypatch.setattr(torch.Tensor, name, counted)
+
+
+@pytest.mark.parametrize("path", ["cached", "static"])
+def test_the_host_reads_the_device_per_block_not_per_step(tiny, monkeypatch, path):
+    """A static schedule's steps are queued without waiting for the device: the reads are
+    the same for 1 step per block as for 4 (per block: whether it is whole, where the stop
+    tokens are; then the result), and the progress comes per block."""
+    ids = prompt(8)
+    reads = HostReads(monkeypatch)
+    counts = {}
+    for steps in (1, 4):
+        reads.count = 0
+        progress = []
+        result = decode(tiny, ids, n=2, max_tokens=16, sampling=Sampling(steps=steps), stop_ids=[1022],
+                        path=path, on_progress=progress.append)
+        counts[steps] = reads.count
+        assert result.steps == 4 * steps
+        assert [p.block for p in progress if p.phase == "decode"] == [1, 2, 3, 4]
+    assert counts[1] == counts[4] == 2 * 4 + 1
+
+
+def test_the_dynamic_strategy_reads_once_per_step_past_the_first(tiny, monkeypatch):
+    ids = prompt(8)
+    reads = HostReads(monkeypatch)
+    result = decode(tiny, ids, max_tokens=16, sampling=Sampling(strategy="low_confidence_dynamic", threshold=2.0),
+                    stop_ids=[], path="cached")
+    assert result.steps == 16  # nothing above a threshold of 2: one token per step
+    assert reads.count == 4 * 3 + 4 + 1  # 3 checks a block with work left, 1 with none; the result
+
+
+@pytest.fixture(scope="module")
+def tiny16():
+    """head_dim 16: the least flex_attention takes."""
+    return random_model(tiny_sdar_config(vocab_size=1024, mask_token_id=1023, head_dim=16))
+
+
+@pytest.mark.parametrize("prompt_len", [8, 10, 3])
+@pytest.mark.parametrize(
+    "sampling",
+    [Sampling(), Sampling(strategy="low_confidence_dynamic", threshold=0.05),
+     Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7)],
+    ids=["static-greedy", "dynamic", "sampled"],
+)
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eagerly, on purpose
+def test_flex_attention_gives_the_same_tokens(tiny16, prompt_len, sampling):
+    """The `flex` path's attention (a block mask over the whole cache), run eagerly."""
+    args = dict(n=2, max_tokens=19, sampling=sampling, stop_ids=[])
+    cached = decode(tiny16, prompt(prompt_len), path="cached", **args)
+    flex = decode(tiny16, prompt(prompt_len), path="static-flex", **args)
+    assert flex.tokens == cached.tokens
+    assert flex.steps == cached.steps
+
+
+def test_the_flex_block_mask_skips_the_tiles_past_the_block():
+    from engine.model import FLEX_BLOCK, block_causal_mask, flex_block_mask
+
+    positions = torch.arange(300, 308)
+    mask = block_causal_mask(positions, torch.arange(4 * FLEX_BLOCK), 4)
+    block_mask = flex_block_mask(mask)
+    assert block_mask.kv_num_blocks.flatten().tolist() == [3]  # keys 0..307: tiles 0, 1, 2 of 4
+    assert block_mask.kv_indices.flatten()[:3].tolist() == [0, 1, 2]
+    assert torch.equal(block_mask.to_dense()[0, 0, 0, :4].bool(), torch.tensor([True, True, True, False]))
+
+
+def test_graph_paths_pad_to_fixed_buckets():
+    from engine.fast_paths import MIN_CACHE, batch_bucket, cache_bucket
+
+    assert [batch_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 17, 64)] == [1, 8, 8, 8, 8, 8, 16, 32, 64]
+    assert cache_bucket(1152, 32768) == cache_bucket(1, 32768) == MIN_CACHE
+    assert cache_bucket(MIN_CACHE + 1, 32768) == 2 * MIN_CACHE
+    assert cache_bucket(30000, 32768) == 32768
+    assert cache_bucket(4000, 4000) == 4096  # the context in whole flex tiles
+
+
+def test_a_fast_path_that_fails_at_warm_up_hands_over_down_to_cached(tiny):
+    """On a CPU every fast path fails (they need CUDA; flex also a head_dim of 16): the
+    engine says so and ends on the eager path, which then decodes."""
+    from engine.local import LocalEngine
+
+    engine = LocalEngine(tiny, tokenizer=None, config=tiny.config, name="tiny")
+    engine.decode_path = "flex"
+    said = []
+    engine.warm_up(said.append)
+    assert engine.decode_path == "cached"
+    failures = [m for m in said if "decoding path failed" in m]
+    assert [m.split(" decoding path failed")[0] for m in failures] == ["the 'flex'", "the 'compiled'"]
+    assert "head dimension" in failures[0] and "using 'compiled'" in failures[0]
+    assert "CUDA" in failures[1] and "using 'cached'" in failures[1]
+    assert said[0].startswith("preparing the 'flex' decoding step")

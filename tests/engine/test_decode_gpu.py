@@ -1,5 +1,7 @@
-"""On the GPU: the CUDA-graph paths (eager layers, and torch.compile'd layers) give the same
-tokens as the plain KV-cached path, across requests that reuse the captured graphs."""
+"""On the GPU: the CUDA-graph paths (eager layers, torch.compile'd layers, and those with flex
+attention) give the same tokens as the plain KV-cached path, across requests that reuse the
+captured graphs; the compiled step compiles once per bucket, not per prompt; a step does not
+wait for the device."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import torch
 from engine.decode import decode
 from engine.loading import load_checkpoint
 from engine.types import Sampling
+
+from .conftest import random_model, tiny_sdar_config
 
 pytestmark = pytest.mark.gpu
 
@@ -20,12 +24,23 @@ def gpu_model(tiny_checkpoint):
     return model
 
 
+@pytest.fixture(scope="module")
+def gpu_model16():
+    """The tiny shape with head_dim 16, the least flex_attention takes; fp32."""
+    return random_model(tiny_sdar_config(head_dim=16)).cuda()
+
+
+def model_for(path: str, request):
+    return request.getfixturevalue("gpu_model16" if path == "flex" else "gpu_model")
+
+
 def prompt(length: int) -> list[int]:
     return torch.randint(0, 5000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled"])
-def test_graph_paths_give_the_plain_paths_tokens(gpu_model, path):
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
+def test_graph_paths_give_the_plain_paths_tokens(request, path):
+    gpu_model = model_for(path, request)
     cases = [
         (prompt(33), 3, Sampling()),
         (prompt(10), 3, Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=11)),
@@ -46,7 +61,7 @@ def tiny_sdar_gpu(dice_reference):
     return model
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled"])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
 def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, dice_reference, path):
     """DICE's decoder on DICE's checkpoint, fp32: the fast paths commit what the eager path
     commits, with the same number of steps as DICE. (The tokens are compared with the GPU's
@@ -64,3 +79,43 @@ def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, 
         fast = decode(tiny_sdar_gpu, case["prompt_ids"], path=path, **args)
         assert fast.tokens == eager.tokens, (path, case["name"])
         assert fast.steps == eager.steps == case["forward_passes"]["denoise"], (path, case["name"])
+
+
+@pytest.mark.parametrize("path", ["compiled", "flex"])
+def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path):
+    """Prompts of new lengths (the prompt runs eagerly) and batches within one bucket (3 and
+    4 candidates run as 8) reuse the compiled step."""
+    import torch._dynamo.utils
+
+    model = model_for(path, request)
+    args = dict(max_tokens=16, sampling=Sampling(), stop_ids=[], path=path)
+    decode(model, prompt(33), n=4, **args)
+    compiled = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for length, n in ((41, 4), (57, 3), (130, 4), (301, 3)):
+        decode(model, prompt(length), n=n, **args)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled
+
+
+@pytest.mark.parametrize("path", ["graphs", "flex"])
+def test_a_block_waits_for_the_device_once_not_per_step(request, path):
+    """CUDA's sync debug mode warns at each synchronising call: as many for 4 steps per block
+    as for 1 (on the graph paths, whose forward is a replay: what is counted is the loop's)."""
+    import warnings
+
+    model = model_for(path, request)
+    counts = {}
+    for steps in (1, 4):
+        # A stop token never committed (the mask), so that the check per block runs and all blocks do.
+        args = dict(n=2, max_tokens=32, sampling=Sampling(steps=steps), stop_ids=[model.config.mask_token_id],
+                    path=path)
+        decode(model, prompt(20), **args)  # captured, compiled
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = decode(model, prompt(20), **args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert result.steps == 8 * steps
+        counts[steps] = sum("synchroniz" in str(w.message) for w in caught)
+    assert counts[1] == counts[4], counts

@@ -49,6 +49,9 @@ BUILD_TOOLS = frozenset({"ninja", "nvcc", "cicc", "ptxas", "cudafe++", "fatbinar
                          "c++", "g++", "gcc", "cc", "ld", "collect2", "as", "x86_64-linux-gn", "clang", "clang++"})
 # The variable that marks every process of one sandbox (the second net, see _sweep).
 MARKER = "DICE_SANDBOX_MARKER"
+# What on_phase hears once the harness has closed its phase pipe: candidate code runs (and
+# everything after it: checks, timing), and no more phases come.
+CANDIDATE_CODE = "candidate code"
 
 
 class Cancelled(Exception):
@@ -108,6 +111,7 @@ class _PhaseReader(threading.Thread):
         super().__init__(daemon=True)
         self.fd, self.control, self.request = fd, control, request
         self.phases: list[str] = []
+        self.candidate_next = False
 
     def run(self) -> None:
         try:
@@ -117,6 +121,7 @@ class _PhaseReader(threading.Thread):
             with os.fdopen(self.fd, "rb", buffering=0) as pipe:
                 for line in pipe:
                     if line.rstrip(b"\n") == CANDIDATE_NEXT:
+                        self.candidate_next = True
                         break
                     self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
                 else:
@@ -158,6 +163,18 @@ def _sweep(marker: str) -> int:
     return killed
 
 
+def _tell_phases(on_phase: Callable[[str], None], phases: list[str], candidate_next: bool, heard: int) -> int:
+    """Pass the phases reported since the last call to on_phase; returns how many were."""
+    known = list(phases)  # the reader thread appends meanwhile
+    for name in known[heard:]:
+        on_phase(name)
+    heard = max(heard, len(known))
+    if candidate_next and heard == len(known):
+        on_phase(CANDIDATE_CODE)
+        heard += 1
+    return heard
+
+
 def _stop(keeper: subprocess.Popen) -> None:
     """Have the keeper kill everything below it; kill it (and its group) if it does not."""
     if keeper.poll() is None:
@@ -176,19 +193,23 @@ def _stop(keeper: subprocess.Popen) -> None:
 def run_sandboxed(request: dict, time_limit: float, *,
                   should_cancel: Callable[[], bool] | None = None,
                   env: dict[str, str] | None = None,
-                  extensions: Path | None = None) -> SandboxOutcome:
+                  extensions: Path | None = None,
+                  on_phase: Callable[[str], None] | None = None) -> SandboxOutcome:
     """Run `request` through profiler.run.harness in a new process; raises Cancelled when
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
-    (default: a fresh one inside the sandbox)."""
+    (default: a fresh one inside the sandbox). on_phase(name) hears each phase the harness
+    reports, then CANDIDATE_CODE once candidate code runs (a scheduler's hint, e.g. to keep
+    other work off the machine from then on; it decides nothing about the verdict)."""
     folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
     try:
-        return _run(request, time_limit, folder, should_cancel, env, extensions or folder / "extensions")
+        return _run(request, time_limit, folder, should_cancel, env, extensions or folder / "extensions", on_phase)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, extensions: Path) -> SandboxOutcome:
+def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, extensions: Path,
+         on_phase) -> SandboxOutcome:
     nonce = secrets.token_hex(32)
     marker = secrets.token_hex(16)
     child_env = {**sandbox_environment(folder, extensions, env), MARKER: marker}
@@ -222,10 +243,13 @@ def _run(request: dict, time_limit: float, folder: Path, should_cancel, env, ext
         result_reader.start()
         phases = phase_reader.phases
         timed_out, build_s, last, last_scan, compiling = False, 0.0, started, 0.0, False
+        heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
         try:
             while keeper.poll() is None:
                 if should_cancel is not None and should_cancel():
                     raise Cancelled("cancelled")
+                if on_phase is not None:
+                    heard = _tell_phases(on_phase, phases, phase_reader.candidate_next, heard)
                 now = time.monotonic()
                 if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
                     building = bool(phases) and phases[-1] in BUILD_PHASES or not phases

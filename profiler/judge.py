@@ -367,8 +367,10 @@ class KernelBenchProblem:
     def reference(self, candidates: list[str | None]) -> Reference:
         """Model alone, run once in a process that runs no candidate code, on the input sets
         every candidate's run will use: its time and samples of its outputs are what each
-        candidate's process must agree with about the baseline (profiler.verdict)."""
-        if gpu_name() is None or all(c is None for c in candidates) or python_check(self.baseline, self.path):
+        candidate's process must agree with about the baseline (profiler.verdict). Not run
+        when no candidate would run (none, or none that parses: their verdicts need none)."""
+        runs = [c for c in candidates if c is not None and not python_check(c, self.path)]
+        if gpu_name() is None or not runs or python_check(self.baseline, self.path):
             return self.reference_run
         inputs = {"seeds": _seeds(), "sample_seed": secrets.randbits(31)}
         outcome = _kernelbench_run(self.baseline, None, self.path, self.time_limit, self.should_cancel, None,

@@ -22,7 +22,7 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import Cancelled, run_sandboxed
+from profiler.sandbox import Cancelled, SandboxOutcome, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -360,8 +360,9 @@ class KernelBenchProblem:
         return [c for c in dict.fromkeys(candidates)
                 if c is not None and not python_check(c, self.path) and not static_flags(c, self.baseline)]
 
-    def build(self, candidate: str) -> None:
-        _kernelbench_run(self.baseline, candidate, self.path, self.time_limit, self.should_cancel, self.builds,
+    def build(self, candidate: str) -> SandboxOutcome:
+        """The sandboxed run that built it (its outcome decides nothing: see above)."""
+        return _kernelbench_run(self.baseline, candidate, self.path, self.time_limit, self.should_cancel, self.builds,
                          env={"CUDA_VISIBLE_DEVICES": ""})
 
     def reference(self, candidates: list[str | None]) -> Reference:

@@ -236,24 +236,29 @@ class Pipeline:
 
         documents = job["documents"]
         self.events.phase(job["id"], "timing")
+        self._on_gpu(problem.reference, documents)
+        verdicts = []
+        for document in documents:
+            build = self.builds.get(job["id"], {}).get(document)
+            if build is not None:
+                wait([build])  # its failure decides nothing: judging builds again and says why
+            verdicts.append(self._on_gpu(problem.verdict, document))
+        profiled = None
+        best = best_correct(verdicts)
+        if best is not None:
+            compiled = self._on_gpu(torch_compile_baseline, job["baseline"], job["path"], job["time_limit"],
+                                    self.stopping.is_set, on_phase=self.pause.on_phase)
+            verdict = with_torch_compile(copy.deepcopy(verdicts[best]), compiled)
+            profiled = {"candidate": best, "verdict": verdict.to_json()}
+        return {"verdicts": [v.to_json() for v in verdicts], "profile": profiled}
+
+    def _on_gpu(self, step, *args, **kwargs):
+        """One GPU step (its runs stop the builds once past start-up); the builds go on after
+        it, whatever happened, so that nothing waits on a build that is stopped."""
         try:
-            problem.reference(documents)
-            verdicts = []
-            for document in documents:
-                build = self.builds.get(job["id"], {}).get(document)
-                if build is not None:
-                    wait([build])  # its failure decides nothing: judging builds again and says why
-                verdicts.append(problem.verdict(document))
-            profiled = None
-            best = best_correct(verdicts)
-            if best is not None:
-                compiled = torch_compile_baseline(job["baseline"], job["path"], job["time_limit"],
-                                                  self.stopping.is_set, on_phase=self.pause.on_phase)
-                verdict = with_torch_compile(copy.deepcopy(verdicts[best]), compiled)
-                profiled = {"candidate": best, "verdict": verdict.to_json()}
+            return step(*args, **kwargs)
         finally:
             self.pause.release()
-        return {"verdicts": [v.to_json() for v in verdicts], "profile": profiled}
 
     def close(self) -> None:
         """Stop what is left (builds see should_cancel) and let paused builds go, to end."""

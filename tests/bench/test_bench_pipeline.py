@@ -35,13 +35,18 @@ judging = importlib.import_module("profiler.judge")
 
 
 class RecordingProblem(judging.KernelBenchProblem):
-    """The profiler's problem, each step noted (name, step, start, end) in `log`. Without a
+    """The profiler's problem, each step noted (problem, step, start, end) in `log`. Without a
     GPU nothing would be built ahead: here every candidate that parses is (the build's
     sandbox then finds it cannot build, which decides nothing, as on a GPU machine)."""
 
-    log: list[tuple[str, str, float, float]] = []
+    log: list[tuple[str, str, float, float]] = []   # step: "reference", or "build"/"verdict" LABEL
+    build_outcomes: list[str] = []
+    pause: worker.BuildPause | None = None   # the pipeline's
+    held_at_start: list[str] = []             # GPU steps that began with the builds stopped
 
     def _noted(self, step: str, call):
+        if not step.startswith("build") and self.pause is not None and self.pause.held.is_set():
+            self.held_at_start.append(step)
         start = time.monotonic()
         try:
             return call()
@@ -52,19 +57,25 @@ class RecordingProblem(judging.KernelBenchProblem):
         return [c for c in dict.fromkeys(candidates) if not judging.python_check(c, self.path)]
 
     def build(self, candidate):
-        return self._noted("build", lambda: super(RecordingProblem, self).build(candidate))
+        outcome = self._noted(f"build {label(candidate)}", lambda: super(RecordingProblem, self).build(candidate))
+        self.build_outcomes.append(outcome.status)
+        return outcome
 
     def reference(self, candidates):
         return self._noted("reference", lambda: super(RecordingProblem, self).reference(candidates))
 
     def verdict(self, candidate):
-        return self._noted("verdict", lambda: super(RecordingProblem, self).verdict(candidate))
+        return self._noted(f"verdict {label(candidate)}", lambda: super(RecordingProblem, self).verdict(candidate))
 
 
 # ModelNew answers in PyTorch alone (no load_inline): without a GPU their verdicts need no
 # nvcc run over torch's headers, minutes on this machine; the pipeline is the same.
 def torch_answer(label: str) -> str:
     return f"# answer {label}\nclass ModelNew(Model):\n    pass\n"
+
+
+def label(document: str) -> str:
+    return document.split("# answer ", 1)[1].split("\n", 1)[0]
 
 
 def jobs_for(kernelbench_dir: Path, names: list[str], candidates: int) -> list[dict]:
@@ -81,11 +92,12 @@ def test_the_worker_builds_everything_ahead_in_order_and_judges_in_order(
         monkeypatch: pytest.MonkeyPatch, kernelbench_dir: Path) -> None:
     monkeypatch.setattr(judging, "KernelBenchProblem", RecordingProblem)
     monkeypatch.setenv(judging.BUILD_JOBS_ENV, "2")
-    RecordingProblem.log = []
+    RecordingProblem.log, RecordingProblem.build_outcomes, RecordingProblem.held_at_start = [], [], []
     names = ["19_ReLU", "21_Sigmoid", "22_Tanh"]
     jobs = jobs_for(kernelbench_dir, names, candidates=2)
     stream = io.StringIO()
     pipeline = worker.Pipeline(jobs, worker.Events(stream))
+    RecordingProblem.pause = pipeline.pause
     try:
         pipeline.run()
     finally:
@@ -98,20 +110,21 @@ def test_the_worker_builds_everything_ahead_in_order_and_judges_in_order(
     assert [e["id"] for e in answers] == [0, 1, 2]
     assert [len(e["answer"]["verdicts"]) for e in answers] == [len(j["documents"]) for j in jobs]
     # Builds started in problem order (a build never waits behind a later problem's) ...
-    builds = sorted((start, name) for name, step, start, _ in log if step == "build")
+    builds = sorted((start, name) for name, step, start, _ in log if step.startswith("build"))
     assert [name for _, name in builds] == sorted((name for _, name in builds), key=names.index)
     assert len(builds) == sum(len(j["documents"]) for j in jobs)
+    # No build was left stopped after a GPU step (the GPU would wait for a build that is
+    # stopped until it ran out of time).
+    assert RecordingProblem.held_at_start == [] and "timeout" not in RecordingProblem.build_outcomes
     # ... and the GPU steps ran one problem after the other: the reference once per problem,
     # before its candidates, each candidate after its own build had ended.
-    gpu = sorted((start, end, name, step) for name, step, start, end in log if step != "build")
+    gpu = sorted((start, end, name, step) for name, step, start, end in log if not step.startswith("build"))
     assert [(name, step) for _, _, name, step in gpu] == [
         (name, step) for name, job in zip(names, jobs)
-        for step in ["reference"] + ["verdict"] * len(job["documents"])]
+        for step in ["reference"] + [f"verdict {label(d)}" for d in job["documents"]]]
     assert all(a[1] <= b[0] for a, b in zip(gpu, gpu[1:])), "two GPU steps overlapped"
-    last_build = {name: max(end for n, step, _, end in log if n == name and step == "build") for name in names}
-    first_verdict = {name: min(start for start, _, n, step in gpu if n == name and step == "verdict")
-                     for name in names}
-    assert all(first_verdict[n] >= last_build[n] for n in names)
+    built = {(name, step.split()[1]): end for name, step, _, end in log if step.startswith("build")}
+    assert all(start >= built[name, step.split()[1]] for start, _, name, step in gpu if step != "reference")
     # Phases: each problem's only move forward and end in an answer.
     for index in range(len(names)):
         phases = [e["phase"] for e in events if e["id"] == index and "phase" in e]

@@ -63,7 +63,8 @@ def prepare(out: Path) -> dict[str, Path]:
     """The problem and solution folders of each phase (made once, kept for the next calls)."""
     problems, _ = discover(shared_level1())
     controls = solution_files(CONTROLS)
-    folders = {name: out / "inputs" / name for name in ("controls", "builtin", "rate", "rate-solutions")}
+    # Problems under a folder named level1: their level in the tables.
+    folders = {name: out / "inputs" / name / "level1" for name in ("controls", "builtin", "rate", "rate-solutions")}
     if (out / "inputs").exists():
         return folders
     for folder in folders.values():

@@ -4,8 +4,11 @@ A run has two phases, both recorded in OUT/results.json after every problem so t
 `--resume` can pick up where a stopped run ended:
 1. generate: the model answers each problem with N candidates, decoded as one batch
    (or, with --solutions, the candidates are read from files);
-2. judge: every candidate is spliced into its problem and judged by the profiler, problems
-   in parallel worker processes, one per GPU (dice_lsp.bench.judge).
+2. judge: every candidate is spliced into its problem and judged by the profiler, in one
+   worker process per GPU (dice_lsp.bench.judge) that builds every problem's candidates
+   ahead on the CPU and times them in order on its GPU (dice_lsp.bench.worker); each
+   problem's phase (building, waiting for GPU, timing, done) shows on stderr
+   (dice_lsp.bench.progress) and each judged problem is saved at once.
 Generating all problems before judging any keeps the model off the GPU while kernels are
 being timed. One bad problem (unreadable, engine error, judge crash or timeout) is recorded
 with its reason and the run goes on.

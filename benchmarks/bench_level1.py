@@ -1,11 +1,13 @@
 """`dice bench` over the 50 KernelBench level1 problems, one candidate each, resumable.
 
-    python benchmarks/bench_level1.py [--budget-s 330] [--out $OUT/bench_level1]
+    python benchmarks/bench_level1.py [--budget-s 330] [--state .bench-level1] [--out $OUT/bench_level1]
 
 Candidates: the hand-written correct control of benchmarks/kernelbench_controls where one
 exists, else one answer of the built-in model (`--model builtin`). Phases, each a
-`dice bench ... --resume` into a folder of its own under OUT, so that a call cut at its
-limit (a device call lasts <= 10 minutes) goes on where it stopped when run again:
+`dice bench ... --resume` into a folder of its own under STATE (an ignored folder of the
+checkout, kept between calls while the device machine stays warm; on a fresh machine put
+the last call's OUT/bench_level1/state back as .bench-level1 and carry it), so that a call
+cut at its limit (a device call lasts <= 10 minutes) goes on where it stopped when run again:
 
 1. controls: the problems with a control (`--solutions`);
 2. builtin:  the other problems (`--model builtin --candidates 1`);
@@ -16,7 +18,8 @@ limit (a device call lasts <= 10 minutes) goes on where it stopped when run agai
              machine (no build running), against the speedups the bench measured while
              builds ran.
 
-Prints and writes OUT/bench_level1.{json,md} after every phase: problems judged, wall time
+Prints and writes STATE/bench_level1.{json,md} after every phase, copied with the logs and
+each phase's results.json to OUT at the end of the call: problems judged, wall time
 of each phase summed over calls, candidates per minute, and the agreement table. The
 phases stop starting new work when --budget-s is spent (dice bench is interrupted and
 saves what it judged); the script then exits 0, and the next call continues.
@@ -197,11 +200,12 @@ def report(out: Path, folders: dict[str, Path], state: dict, total_problems: int
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default_out = Path(os.environ.get("OUT", REPO / ".device-out")) / "bench_level1"
-    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--state", type=Path, default=REPO / ".bench-level1", help="where the runs resume from")
+    parser.add_argument("--out", type=Path, default=default_out, help="where this call's report goes")
     parser.add_argument("--budget-s", type=float, default=330.0, help="stop starting work after this (default 330)")
     args = parser.parse_args()
     deadline = time.monotonic() + args.budget_s
-    out = args.out.resolve()
+    out = args.state.resolve()
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {"seconds": {}, "complete": {}, "calls": 0}
@@ -235,7 +239,19 @@ def main() -> int:
         retime_alone(out, out / "controls", state, deadline)
         state_file.write_text(json.dumps(state, indent=1))
     report(out, folders, state, total)
+    keep(out, args.out.resolve())
     return 0
+
+
+def keep(state: Path, target: Path) -> None:
+    """The report, the log and each phase's results to `target` (all but the inputs, which
+    the next call makes again from the shared problems and the controls)."""
+    if target == state:
+        return
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(state, target / "state", ignore=shutil.ignore_patterns("inputs", "*.png"))
+    for name in ("bench_level1.json", "bench_level1.md"):
+        shutil.copy(state / name, target / name)
 
 
 if __name__ == "__main__":

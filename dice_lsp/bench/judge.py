@@ -154,7 +154,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-Phase = Callable[[int, str], None]
+PhaseFn = Callable[[int, str], None]  # on_phase(index of the job, phase)
 
 
 class Worker:
@@ -225,7 +225,7 @@ class JudgePool:
         self.size = len(slots)
         self.live = live or LiveWorkers()
 
-    def judge_all(self, jobs: list[JudgeJob], on_phase: Phase | None = None) -> Iterator[tuple[int, Any]]:
+    def judge_all(self, jobs: list[JudgeJob], on_phase: PhaseFn | None = None) -> Iterator[tuple[int, Any]]:
         """(index of the job, its answer or a JudgeError), in the order they finish. Jobs are
         dealt to the slots in turn, so that each GPU's worker takes them in the given order."""
         events: queue.Queue = queue.Queue()

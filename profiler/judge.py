@@ -11,6 +11,7 @@ import os
 import secrets
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable
 
 from profiler.compile import CompilerMissing, check_arch, nvcc_check
@@ -22,7 +23,7 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import POOL, Cancelled, pool, run_sandboxed
+from profiler.sandbox import POOL, Cancelled, SandboxOutcome, pool, run_sandboxed
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -298,33 +299,36 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
 
 
 def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit: float, should_cancel,
-                     builds: VerifiedBuilds | None, env: dict[str, str] | None = None, inputs: dict | None = None):
+                     builds: VerifiedBuilds | None, env: dict[str, str] | None = None, inputs: dict | None = None,
+                     on_phase=None):
     """One sandboxed run of a KernelBench request, in the candidate's own verified build
     folder when `builds` holds one."""
     request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
     if builds is None or candidate is None:
-        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env)
+        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, on_phase=on_phase)
     with builds.folder(VerifiedBuilds.key(candidate, request["cuda_arch"])) as folder:
-        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, extensions=folder)
+        return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, extensions=folder,
+                             on_phase=on_phase)
 
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
                          should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
-                         reference: Reference | None = None) -> Verdict:
+                         reference: Reference | None = None, on_phase=None) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
         return Verdict.failed("compile_error", f"does not parse: line {diagnostics[0].line}: "
                                                f"{diagnostics[0].message}", diagnostics=diagnostics)
-    filename = os.path.basename(path) or "model.py"
     flags = static_flags(candidate, baseline) if candidate is not None else []
     reference = reference or Reference()
     outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
-                               inputs=reference.inputs)
+                               inputs=reference.inputs, on_phase=on_phase)
     verdict = from_outcome(outcome, flags=flags)
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
-        reference_time = _add_torch_compile(verdict, baseline, filename, time_limit, should_cancel, builds)
+        compiled = torch_compile_baseline(baseline, path, time_limit, should_cancel, builds=builds)
+        with_torch_compile(verdict, compiled)
+        reference_time = compiled.eager_ms
     verdict = against_model_alone(verdict, outcome, reference_time,
                                   reference.samples if reference.inputs is not None else None)
     if candidate is not None and verdict.status == "no_gpu":
@@ -336,32 +340,51 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     return verdict
 
 
-def _add_torch_compile(verdict: Verdict, baseline: str, filename: str, time_limit: float,
-                       should_cancel, builds: VerifiedBuilds | None) -> float | None:
-    """torch.compile(Model) as a second baseline, in a sandbox of its own (it may be slow or
-    fail: then the verdict says so and keeps the eager comparison). Returns eager Model's
-    time from that process (no candidate code ran there), or None.
+@dataclass(frozen=True)
+class TorchCompileBaseline:
+    """torch.compile(Model) timed against eager Model in a sandbox of its own (no candidate
+    code in it): both medians, or why it could not be timed (it may be slow or fail); the
+    records of the document's load_inline builds that process found or made."""
+
+    compile_ms: float | None
+    eager_ms: float | None
+    why: str = ""
+    builds: list | None = None
+
+
+def torch_compile_baseline(baseline: str, path: str, time_limit: float, should_cancel=None,
+                           on_phase=None, builds: VerifiedBuilds | None = None) -> TorchCompileBaseline:
+    """The second baseline of a KernelBench problem, measured once for any of its candidates.
 
     That process loads the whole document, so its load_inline calls run there too: with
     `builds`, in the document's own build folder, where the document's judging run left its
     build (profile(): one document, one build)."""
+    filename = os.path.basename(path) or "model.py"
     request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
                "seeds": _seeds(), "time_budget_s": _time_budget(time_limit), "cuda_arch": compute_capability()}
     if builds is None:
-        outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel)
+        outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, on_phase=on_phase)
     else:
         with builds.folder(VerifiedBuilds.key(baseline, request["cuda_arch"])) as folder:
-            outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, extensions=folder)
-    if outcome.status == "ok" and outcome.result.get("extra", {}).get("builds"):
-        verdict.extra["torch_compile_builds"] = outcome.result["extra"]["builds"]
-    compile_ms, eager_ms, why = torch_compile_ms(outcome)
-    if compile_ms is None:
-        verdict.extra["torch_compile"] = f"not timed: {why}"
-        return None
-    verdict.extra["compile_ms"] = compile_ms
-    verdict.extra["speedup_vs_compile"] = compile_ms / verdict.time_ms
-    verdict.message += f"; vs torch.compile(Model) {compile_ms / verdict.time_ms:.2f}x (timed in another process)"
-    return eager_ms
+            outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, extensions=folder,
+                                    on_phase=on_phase)
+    records = outcome.result.get("extra", {}).get("builds") if outcome.status == "ok" else None
+    return TorchCompileBaseline(*torch_compile_ms(outcome), builds=records or None)
+
+
+def with_torch_compile(verdict: Verdict, compiled: TorchCompileBaseline) -> Verdict:
+    """`verdict` (a timed candidate) against torch.compile(Model) too, or saying why not; its
+    eager comparison stays as it is."""
+    if compiled.builds:
+        verdict.extra["torch_compile_builds"] = compiled.builds
+    if compiled.compile_ms is None:
+        verdict.extra["torch_compile"] = f"not timed: {compiled.why}"
+        return verdict
+    verdict.extra["compile_ms"] = compiled.compile_ms
+    verdict.extra["speedup_vs_compile"] = compiled.compile_ms / verdict.time_ms
+    verdict.message += (f"; vs torch.compile(Model) {compiled.compile_ms / verdict.time_ms:.2f}x "
+                        "(timed in another process)")
+    return verdict
 
 
 def half_the_cpus() -> int:
@@ -378,65 +401,87 @@ def build_jobs(count: int) -> int:
     return max(1, min(count, jobs))
 
 
-def _build_ahead(baseline: str, candidates: list[str | None], path: str, time_limit: float,
-                 on_progress: ProgressFn | None, should_cancel, builds: VerifiedBuilds) -> None:
-    """Build the load_inline extensions of several candidates at once, before any is timed.
+class KernelBenchProblem:
+    """Judging the candidates of one KernelBench problem, in steps a scheduler can place:
+    `build` (CPU only, the GPU hidden) for each of `buildable`, then on the GPU `reference`
+    once and `verdict` for each candidate. judge() runs them in that order; `dice bench`
+    builds later problems' candidates while earlier ones are timed. Every step runs in a
+    sandbox of its own; `on_phase` hears the phases of the GPU steps' runs (run_sandboxed).
 
-    A build takes tens of seconds of CPU (torch's headers), a judgement a few seconds of GPU:
-    judged one after the other, 8 candidates would wait minutes for builds that the CPUs can
-    do side by side. Each build runs in a sandbox of its own like any candidate code, with no
-    GPU visible (so nothing it does disturbs a timing), for the architecture of the GPU
-    judging will use, into the candidate's own build folder (`builds`), where its judging
-    run finds it. What happens here decides nothing: a candidate that fails to build fails
-    again, with its diagnostics, when it is judged. Candidates run side by side could reach
-    each other's folders while they build: one whose source the static checker flags
-    (files, the environment, the harness's memory, threads) is built alone when judged."""
-    arch = compute_capability()
-    todo = [c for c in dict.fromkeys(candidates)
-            if c is not None and not builds.known(VerifiedBuilds.key(c, arch))  # judged before: built
-            and not python_check(c, path) and not static_flags(c, baseline)]
-    jobs = build_jobs(len(todo))
-    if jobs < 2 or gpu_name() is None or arch is None:
-        return  # one at a time is what judging does anyway; without a GPU it only builds
-    if on_progress is not None:
-        on_progress(0, len(candidates))
-    hidden = {"CUDA_VISIBLE_DEVICES": ""}
+    Building ahead (tens of seconds of CPU each, for torch's headers) decides nothing: a
+    candidate that fails to build fails again, with its diagnostics, when it is judged. Each
+    build runs like any candidate code, with no GPU visible (so nothing it does disturbs a
+    timing), for the architecture judging will use, into the candidate's own build folder,
+    where its judging run finds it. Candidates run side by side could reach each other's
+    folders while they build: one whose source the static checker flags (files, the
+    environment, the harness's memory, threads) is not built ahead but alone when judged."""
 
-    def build(candidate: str) -> None:
-        _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds, env=hidden)
+    def __init__(self, baseline: str, path: str, time_limit: float, should_cancel=None, on_phase=None):
+        self.baseline, self.path, self.time_limit = baseline, path, time_limit
+        self.should_cancel, self.on_phase = should_cancel, on_phase
+        # The process's store: a candidate judged again finds its build (DICE_REUSE_BUILDS=0:
+        # a store for this problem alone, removed with it).
+        self._own_builds = not reuse_builds()
+        self.builds = VerifiedBuilds() if self._own_builds else process_builds()
+        self.reference_run = Reference()
 
-    with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as pool:
-        for _ in pool.map(build, todo):  # re-raises Cancelled; the others see should_cancel too
-            pass
+    def buildable(self, candidates: list[str | None]) -> list[str]:
+        """The candidates worth building ahead (each once); none without a GPU to build for."""
+        if gpu_name() is None or compute_capability() is None:
+            return []
+        arch = compute_capability()
+        return [c for c in dict.fromkeys(candidates)
+                if c is not None and not self.builds.known(VerifiedBuilds.key(c, arch))  # judged before: built
+                and not python_check(c, self.path) and not static_flags(c, self.baseline)]
 
+    def build(self, candidate: str) -> SandboxOutcome:
+        """The sandboxed run that built it (its outcome decides nothing: see above)."""
+        return _kernelbench_run(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
+                                self.builds, env={"CUDA_VISIBLE_DEVICES": ""})
 
-def _reference(baseline: str, candidates: list[str | None], path: str, time_limit: float,
-               should_cancel) -> Reference:
-    """Model alone, run once in a process that runs no candidate code, on the input sets
-    every candidate's run will use: its time and samples of its outputs are what each
-    candidate's process must agree with about the baseline (profiler.verdict)."""
-    if gpu_name() is None or all(c is None for c in candidates) or python_check(baseline, path):
-        return Reference()
-    inputs = {"seeds": _seeds(), "sample_seed": secrets.randbits(31)}
-    outcome = _kernelbench_run(baseline, None, path, time_limit, should_cancel, None, inputs=inputs)
-    return Reference(reference_ms(outcome), reference_samples(outcome), inputs)
+    def reference(self, candidates: list[str | None]) -> Reference:
+        """Model alone, run once in a process that runs no candidate code, on the input sets
+        every candidate's run will use: its time and samples of its outputs are what each
+        candidate's process must agree with about the baseline (profiler.verdict). Not run
+        when no candidate would run (none, or none that parses: their verdicts need none)."""
+        runs = [c for c in candidates if c is not None and not python_check(c, self.path)]
+        if gpu_name() is None or not runs or python_check(self.baseline, self.path):
+            return self.reference_run
+        inputs = {"seeds": _seeds(), "sample_seed": secrets.randbits(31)}
+        outcome = _kernelbench_run(self.baseline, None, self.path, self.time_limit, self.should_cancel, None,
+                                   inputs=inputs, on_phase=self.on_phase)
+        self.reference_run = Reference(reference_ms(outcome), reference_samples(outcome), inputs)
+        return self.reference_run
+
+    def verdict(self, candidate: str | None) -> Verdict:
+        # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
+        return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
+                                    with_compile=False, builds=self.builds, reference=self.reference_run,
+                                    on_phase=self.on_phase)
+
+    def close(self) -> None:
+        if self._own_builds:
+            self.builds.close()
 
 
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
                           on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
-    own = not reuse_builds()  # a store for this call alone (DICE_REUSE_BUILDS=0)
-    builds = VerifiedBuilds() if own else process_builds()
+    """Builds of several candidates at once first (judged one after the other, 8 candidates
+    would wait minutes for builds the CPUs can do side by side), then each judged."""
+    problem = KernelBenchProblem(baseline, path, time_limit, should_cancel)
     try:
-        _build_ahead(baseline, candidates, path, time_limit, on_progress, should_cancel, builds)
-        reference = _reference(baseline, candidates, path, time_limit, should_cancel)
-        # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
-        return _each(candidates, on_progress, should_cancel,
-                     lambda candidate: _kernelbench_verdict(baseline, candidate, path, time_limit, should_cancel,
-                                                            with_compile=False, builds=builds,
-                                                            reference=reference))
+        todo = problem.buildable(candidates)
+        jobs = build_jobs(len(todo))
+        if jobs >= 2:  # one at a time is what judging does anyway
+            if on_progress is not None:
+                on_progress(0, len(candidates))
+            with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as pool:
+                for _ in pool.map(problem.build, todo):  # re-raises Cancelled; the others see should_cancel too
+                    pass
+        problem.reference(candidates)
+        return _each(candidates, on_progress, should_cancel, problem.verdict)
     finally:
-        if own:
-            builds.close()
+        problem.close()
 
 
 # ------------------------------------------------------------------ public

@@ -1,12 +1,15 @@
-"""Judging the problems of a bench run in parallel worker processes, one GPU each.
+"""Judging the problems of a bench run in worker processes, one per GPU.
 
-Each problem is judged by `profiler.judge` inside its own worker process
-(`python -m dice_lsp.bench.worker`), which:
-- pins the worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
+Each worker (`python -m dice_lsp.bench.worker`) gets its share of the problems at once and
+runs them as a pipeline: builds of all its problems' candidates on the CPU ahead, judging
+in order on its GPU (see the worker for the pipeline). This side
+- pins each worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
   sandbox processes, so that two problems are never timed on the same GPU at once;
-- bounds the whole problem with a wall-clock limit (what the profiler itself allows its
-  sandbox runs, plus a margin) and stops the worker when it is exceeded, so a hang
-  anywhere, even in the profiler's parent side, costs one problem, never the run.
+- bounds each problem with a wall-clock limit from the moment its GPU work starts (what the
+  profiler itself allows its sandbox runs, plus a margin) and stops the worker when it is
+  exceeded, so a hang anywhere, even in the profiler's parent side, costs one problem,
+  never the run: the worker's other problems go to a fresh worker;
+- passes on each problem's phase (building, waiting for GPU, timing) for the progress display.
 The number of workers is the number of visible GPUs, capped by a CPU budget (building
 load_inline extensions is CPU-heavy); without a GPU only compiling happens, on the CPU
 budget alone.
@@ -14,6 +17,7 @@ budget alone.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -24,12 +28,11 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from profiler.judge import half_the_cpus
+from profiler.judge import BUILD_JOBS_ENV, build_jobs, half_the_cpus
 from profiler.sandbox import BUILD_LIMIT_S
 
 import dice_lsp
@@ -104,6 +107,10 @@ class LiveWorkers:
         proc.wait()
         raise JudgeError("the run was stopped")
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def discard(self, proc: subprocess.Popen) -> None:
         with self._lock:
             self._procs.discard(proc)
@@ -117,42 +124,13 @@ class LiveWorkers:
 
 def run_worker(job: JudgeJob, gpu: str | None, live: LiveWorkers | None = None) -> dict[str, Any]:
     """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
-    as dice_lsp.bench.worker writes it. The process sits in `live` while it runs, so that
-    a stopped run can kill it."""
-    with tempfile.TemporaryDirectory(prefix="dice-bench-judge-") as tmp:
-        request, result = Path(tmp, "request.json"), Path(tmp, "verdicts.json")
-        request.write_text(json.dumps(asdict(job)), encoding="utf-8")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dice_lsp.bench.worker", str(request), str(result)],
-            env=env,
-            cwd=tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # its own process group, killed as a whole on timeout
-        )
-        if live is not None:
-            live.add(proc)
-        try:
-            _, stderr = proc.communicate(timeout=job.deadline)
-        except subprocess.TimeoutExpired:
-            stop_workers([proc])
-            proc.communicate()
-            raise JudgeError(f"judging took longer than {job.deadline:.0f} s and was stopped") from None
-        finally:
-            if live is not None:
-                live.discard(proc)
-        if proc.returncode != 0 or not result.exists():
-            tail = (stderr or "").strip().splitlines()[-8:]
-            raise JudgeError(f"judge worker exited with code {proc.returncode}: " + " | ".join(tail))
-        answer = json.loads(result.read_text(encoding="utf-8"))
-    if len(answer["verdicts"]) != len(job.documents):
-        raise JudgeError(f"judge returned {len(answer['verdicts'])} verdicts for {len(job.documents)} candidates")
-    return answer
+    as dice_lsp.bench.worker answers it (JudgeError when it could not). The process sits in
+    `live` while it runs, so that a stopped run can kill it."""
+    for _, answer in JudgePool([gpu], live).judge_all([job]):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    raise JudgeError("the judge worker answered nothing")
 
 
 def stop_workers(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
@@ -176,27 +154,161 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-class JudgePool:
-    """Runs JudgeJobs on a fixed set of worker slots, at most one job per slot at a time."""
+PhaseFn = Callable[[int, str], None]  # on_phase(index of the job, phase)
 
-    def __init__(self, slots: list[str | None]) -> None:
-        self.slots: queue.Queue[str | None] = queue.Queue()
-        for slot in slots:
-            self.slots.put(slot)
-        self.size = len(slots)
-        # Threads only wait on worker processes; the work itself happens in those.
-        self.executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="dice-bench-judge")
-        self.live = LiveWorkers()
 
-    def submit(self, job: JudgeJob) -> Future:
-        return self.executor.submit(self._run, job)
+class Worker:
+    """One worker process and its share of the jobs (by index into the run's job list)."""
 
-    def _run(self, job: JudgeJob) -> dict[str, Any]:
-        slot = self.slots.get()
+    def __init__(self, slot: str | None, jobs: dict[int, JudgeJob], events: queue.Queue, live: LiveWorkers,
+                 build_jobs: int) -> None:
+        self.slot, self.jobs = slot, dict(jobs)     # jobs not answered yet
+        self.current: tuple[int, float] | None = None   # (job on the GPU now, its deadline)
+        self.answered = 0
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env[BUILD_JOBS_ENV] = str(build_jobs)
+        if slot is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot
+        self.folder = tempfile.mkdtemp(prefix="dice-bench-judge-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dice_lsp.bench.worker"],
+            env=env,
+            cwd=self.folder,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, killed as a whole on timeout
+        )
+        self.stderr: collections.deque[str] = collections.deque(maxlen=8)
         try:
-            return run_worker(job, slot, self.live)
+            live.add(self.proc)
+        except JudgeError:
+            self.close()
+            raise
+        threading.Thread(target=self._talk, args=(events,), daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _talk(self, events: queue.Queue) -> None:
+        try:
+            for index, job in self.jobs.items():
+                self.proc.stdin.write(json.dumps({"id": index, **asdict(job)}) + "\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass  # it died already; its exit says why
+        for line in self.proc.stdout:
+            try:
+                events.put((self, json.loads(line)))
+            except ValueError:
+                self.stderr.append(f"not an event: {line[:200]}")
+        self.proc.wait()
+        events.put((self, None))
+
+    def _drain_stderr(self) -> None:
+        for line in self.proc.stderr:
+            if line.strip():
+                self.stderr.append(line.rstrip())
+
+    def why_it_ended(self) -> str:
+        return f"judge worker exited with code {self.proc.returncode}: " + " | ".join(self.stderr)
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class JudgePool:
+    """Runs JudgeJobs on a fixed set of worker slots, one worker process per slot."""
+
+    def __init__(self, slots: list[str | None], live: LiveWorkers | None = None) -> None:
+        self.slots = slots
+        self.size = len(slots)
+        self.live = live or LiveWorkers()
+
+    def judge_all(self, jobs: list[JudgeJob], on_phase: PhaseFn | None = None) -> Iterator[tuple[int, Any]]:
+        """(index of the job, its answer or a JudgeError), in the order they finish. Jobs are
+        dealt to the slots in turn, so that each GPU's worker takes them in the given order."""
+        events: queue.Queue = queue.Queue()
+        builds = max(1, build_jobs(sum(len(j.documents) for j in jobs)) // max(1, self.size))
+        workers: list[Worker] = []
+
+        def start(slot: str | None, share: dict[int, JudgeJob]) -> list[tuple[int, Any]]:
+            """A worker for `share`; the jobs' errors when none can start (the run was stopped)."""
+            if not share:
+                return []
+            try:
+                workers.append(Worker(slot, share, events, self.live, builds))
+            except JudgeError as exc:
+                return [(i, exc) for i in share]
+            return []
+
+        try:
+            for n, slot in enumerate(self.slots):
+                yield from start(slot, {i: job for i, job in enumerate(jobs) if i % self.size == n})
+            while any(w.jobs for w in workers):
+                timing = [w.current[1] for w in workers if w.current is not None and w.jobs]
+                try:
+                    worker, event = events.get(timeout=max(0.0, min(timing) - time.monotonic()) if timing else None)
+                except queue.Empty:
+                    for worker in [w for w in workers if w.current and w.current[1] <= time.monotonic()]:
+                        index = worker.current[0]
+                        stop_workers([worker.proc])
+                        worker.proc.wait()
+                        deadline = worker.jobs.pop(index).deadline
+                        yield index, JudgeError(f"judging took longer than {deadline:.0f} s and was stopped")
+                        self._retire(worker, workers)
+                        yield from start(worker.slot, worker.jobs)  # the rest, in a fresh worker
+                        worker.jobs = {}
+                    continue
+                if event is None:
+                    if worker.jobs:
+                        yield from self._ended(worker)
+                        if worker.answered and not self.live.stopped:
+                            yield from start(worker.slot, worker.jobs)
+                        else:
+                            yield from ((i, JudgeError(worker.why_it_ended())) for i in worker.jobs)
+                        worker.jobs = {}
+                    self._retire(worker, workers)
+                    continue
+                index = event["id"]
+                if index not in worker.jobs:
+                    continue  # a job already given up (stopped at its deadline)
+                if "phase" in event:
+                    if event["phase"] == "timing":
+                        worker.current = (index, time.monotonic() + worker.jobs[index].deadline)
+                    if on_phase is not None:
+                        on_phase(index, event["phase"])
+                    continue
+                job = worker.jobs.pop(index)
+                worker.answered += 1
+                if worker.current and worker.current[0] == index:
+                    worker.current = None
+                yield index, self._answer(job, event)
         finally:
-            self.slots.put(slot)
+            for worker in workers:
+                worker.close()
+
+    @staticmethod
+    def _answer(job: JudgeJob, event: dict) -> Any:
+        if "error" in event:
+            return JudgeError(f"judging failed in the worker: {event['error']}")
+        answer = event["answer"]
+        if len(answer["verdicts"]) != len(job.documents):
+            return JudgeError(f"judge returned {len(answer['verdicts'])} verdicts for {len(job.documents)} candidates")
+        return answer
+
+    def _ended(self, worker: Worker) -> Iterator[tuple[int, Any]]:
+        """A worker that exited with jobs left: the one it was judging (else its next) failed."""
+        index = worker.current[0] if worker.current else next(iter(worker.jobs))
+        worker.jobs.pop(index)
+        yield index, JudgeError(worker.why_it_ended())
+
+    def _retire(self, worker: Worker, workers: list[Worker]) -> None:
+        """Forget a worker that ended or was stopped (its exit may still be on the queue)."""
+        self.live.discard(worker.proc)
+        worker.close()
+        if worker in workers:
+            workers.remove(worker)
 
     def __enter__(self) -> "JudgePool":
         return self
@@ -205,8 +317,5 @@ class JudgePool:
         if exc_type is not None:
             # Stopped (Ctrl-C) or failed: the workers are in their own sessions, so the
             # signal did not reach them; end them instead of waiting out their problems,
-            # and start no queued problem meanwhile.
-            running = self.live.stop()
-            self.executor.shutdown(wait=False, cancel_futures=True)
-            stop_workers(running)
-        self.executor.shutdown(wait=True, cancel_futures=True)
+            # and start no further worker meanwhile.
+            stop_workers(self.live.stop())

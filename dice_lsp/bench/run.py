@@ -4,8 +4,11 @@ A run has two phases, both recorded in OUT/results.json after every problem so t
 `--resume` can pick up where a stopped run ended:
 1. generate: the model answers each problem with N candidates, decoded as one batch
    (or, with --solutions, the candidates are read from files);
-2. judge: every candidate is spliced into its problem and judged by the profiler, problems
-   in parallel worker processes, one per GPU (dice_lsp.bench.judge).
+2. judge: every candidate is spliced into its problem and judged by the profiler, in one
+   worker process per GPU (dice_lsp.bench.judge) that builds every problem's candidates
+   ahead on the CPU and times them in order on its GPU (dice_lsp.bench.worker); each
+   problem's phase (building, waiting for GPU, timing, done) shows on stderr
+   (dice_lsp.bench.progress) and each judged problem is saved at once.
 Generating all problems before judging any keeps the model off the GPU while kernels are
 being timed. One bad problem (unreadable, engine error, judge crash or timeout) is recorded
 with its reason and the run goes on.
@@ -20,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from dice_lsp.bench import results as bench_results
 from dice_lsp.bench.judge import JudgeJob, JudgePool, worker_slots
 from dice_lsp.bench.problems import discover
+from dice_lsp.bench.progress import JudgeProgress, verdict_words
 from dice_lsp.bench.report import format_table, write_chart
 from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
@@ -264,43 +267,54 @@ def solution_candidates(folder: str) -> Callable[[Task], list[CandidateRecord]]:
 
 
 def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
-    """Phase 2: judge every generated problem, in parallel workers."""
+    """Phase 2: judge every generated problem, in worker processes that build ahead and time
+    in order (dice_lsp.bench.judge); each problem is saved as soon as it is judged."""
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
-    if not todo:
+    jobs: list[tuple[Task, list[str]]] = []
+    for task in todo:
+        record = run.tasks[task.name]
+        try:
+            # Identical candidates are judged once: the verdict would be the same.
+            documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
+        except Exception as exc:  # e.g. a problem file edited into nonsense before a resume
+            record.state, record.error = "error", f"cannot put the candidates into the problem: {exc}"
+            continue
+        if not documents:
+            record.state = "done"
+            continue
+        jobs.append((task, documents))
+    if not jobs:
         return
-    progress = ProblemProgress(len(todo), "judging")
-    with JudgePool(worker_slots()) as pool:
-        futures = {}
-        for task in todo:
+    progress = JudgeProgress([task.name for task, _ in jobs])
+    pool = JudgePool(worker_slots())
+    with pool:
+        answers = pool.judge_all([JudgeJob(t.baseline, d, t.path, time_limit) for t, d in jobs],
+                                 on_phase=lambda index, phase: progress.phase(jobs[index][0].name, phase))
+        for index, answer in answers:
+            task, documents = jobs[index]
             record = run.tasks[task.name]
             try:
-                # Identical candidates are judged once: the verdict would be the same.
-                documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
-            except Exception as exc:  # e.g. a problem file edited into nonsense before a resume
-                record.state, record.error = "error", f"cannot put the candidates into the problem: {exc}"
-                continue
-            if not documents:
-                record.state = "done"
-                continue
-            job = JudgeJob(task.baseline, documents, task.path, time_limit)
-            futures[pool.submit(job)] = (task, documents)
-        for future in as_completed(futures):
-            task, documents = futures[future]
-            record = run.tasks[task.name]
-            try:
-                answer = future.result()
-                verdict_of = dict(zip(documents, answer["verdicts"]))
-                for candidate in record.candidates:
-                    candidate.verdict = verdict_of[task.document(candidate.text)]
-                if answer["profile"] is not None:
-                    best_text = documents[answer["profile"]["candidate"]]
-                    index = [task.document(c.text) for c in record.candidates].index(best_text)
-                    record.profile = {**answer["profile"], "candidate": index}
-                record.state = "done"
+                if isinstance(answer, Exception):
+                    raise answer
+                record_answer(task, record, documents, answer)
             except Exception as exc:  # one problem's judge failure is that problem's result
                 record.state, record.error = "error", f"judging failed: {exc}"
             bench_results.save(run, plan.out_dir)
-            progress.advance(task.name)
+            judged = [c.verdict for c in record.candidates if c.verdict is not None]
+            progress.done(task.name, len(documents), verdict_words(judged, record.error))
+    progress.close()
+
+
+def record_answer(task: Task, record: TaskRecord, documents: list[str], answer: dict[str, Any]) -> None:
+    """A worker's answer into the problem's record: each candidate's verdict, the profile."""
+    verdict_of = dict(zip(documents, answer["verdicts"]))
+    for candidate in record.candidates:
+        candidate.verdict = verdict_of[task.document(candidate.text)]
+    if answer["profile"] is not None:
+        best_text = documents[answer["profile"]["candidate"]]
+        index = [task.document(c.text) for c in record.candidates].index(best_text)
+        record.profile = {**answer["profile"], "candidate": index}
+    record.state = "done"
 
 
 def machine_gpu(run: RunRecord) -> str | None:

@@ -1,21 +1,44 @@
-"""One `dice bench` judging job, run as `python -m dice_lsp.bench.worker REQUEST RESULT`.
+"""The judge worker of `dice bench`: `python -m dice_lsp.bench.worker`, one per GPU.
 
-REQUEST is a JudgeJob as JSON; RESULT receives {"verdicts": [Verdict.to_json()...],
-"profile": {"candidate": i, "verdict": ...} | None}. The profiler itself runs every
-candidate in its own sandbox; this process exists so that the bench can pin it to one GPU
-and bound it with a wall-clock limit (dice_lsp.bench.judge).
+stdin: the worker's JudgeJobs, one JSON object a line ({"id": ID, **JudgeJob}), read to its
+end before any work starts. stdout: events, one JSON object a line:
+    {"id": ID, "phase": "building" | "waiting for GPU" | "timing"}
+    {"id": ID, "answer": {"verdicts": [Verdict.to_json()...], "profile": {...} | None}}
+    {"id": ID, "error": "why the problem could not be judged"}
+The profiler runs every candidate in its own sandbox; this process exists so that the bench
+can pin it to one GPU, bound each problem with a wall-clock limit and stop it as a whole
+(dice_lsp.bench.judge).
 
-For a KernelBench problem with a correct candidate, the best one (largest speedup) is also
-run through `profiler.profile`, exactly what `dice profile` does on that file: it times
-torch.compile(Model) as the second baseline, which `judge` leaves out.
+The pipeline (KernelBench problems; a `.cu` problem is judged as profiler.judge does):
+- CPU: every problem's candidates are built from the start, in problem order, by a pool of
+  build threads whose sandboxes run at nice NICE (GPU hidden, as profiler.judge builds
+  ahead); what a build does decides nothing, its judging run finds it or builds again;
+- GPU, one problem after the other: Model alone once (the reference every candidate's run
+  must agree with), then each candidate as soon as its build is done, then, for the best
+  correct candidate, torch.compile(Model) once (the second baseline, `profile`);
+- while a GPU run is past its start-up (loading, checks, timing), the build processes are
+  stopped (SIGSTOP, SIGCONT after it), so that the run has the machine to itself.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import signal
 import sys
-from pathlib import Path
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
+
+# Niceness of the build sandboxes (inherited by their compilers); also how they are found
+# to be paused.
+NICE = 19
+# Phases of a GPU run during which builds may go on: nothing of it is on the GPU yet, or
+# torch.compile is compiling (CPU). From any other phase to the end of the run they stop.
+BUILDS_MAY_RUN = ("start-up", "load baseline", "compile", "compile baseline", "torch.compile")
+# How often stopped builds are looked for again (a build thread may start one meanwhile).
+RESCAN_S = 0.5
 
 
 def best_correct(verdicts: list[Any]) -> int | None:
@@ -24,29 +47,254 @@ def best_correct(verdicts: list[Any]) -> int | None:
     return max(timed)[1] if timed else None
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m dice_lsp.bench.worker REQUEST.json RESULT.json", file=sys.stderr)
-        return 2
-    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+class Events:
+    """Writes events to the bench (stdout), one line each, from any thread; each problem's
+    phase only moves forward."""
+
+    ORDER = ("queued", "building", "waiting for GPU", "timing")
+
+    def __init__(self, stream) -> None:
+        self.stream, self.lock = stream, threading.Lock()
+        self.phases: dict[Any, str] = {}
+
+    def send(self, message: dict) -> None:
+        with self.lock:
+            self.stream.write(json.dumps(message) + "\n")
+            self.stream.flush()
+
+    def phase(self, job_id: Any, phase: str) -> None:
+        with self.lock:
+            now = self.phases.get(job_id, "queued")
+            if self.ORDER.index(phase) <= self.ORDER.index(now):
+                return
+            self.phases[job_id] = phase
+        self.send({"id": job_id, "phase": phase})
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, nice) of a process, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[16])
+
+
+class BuildPause:
+    """Stops the niced build processes below this one while held (a GPU run measures), and
+    lets them go on when released. The build sandboxes' keepers (this process's children)
+    are left running, so that a sandbox's time limit can still end its build."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stopped: set[int] = set()
+        self.held = threading.Event()
+        self.closed = False
+        self.rescan = threading.Thread(target=self._rescan, daemon=True, name="dice-build-pause")
+        self.rescan.start()
+
+    def on_phase(self, phase: str) -> None:
+        """A GPU run's phase (run_sandboxed's on_phase)."""
+        if phase in BUILDS_MAY_RUN:
+            self.release()
+        else:
+            self.hold()
+
+    def hold(self) -> None:
+        self.held.set()
+        self._stop_builds()
+
+    def release(self) -> None:
+        self.held.clear()
+        with self.lock:
+            for pid in self.stopped:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            self.stopped.clear()
+
+    def close(self) -> None:
+        self.closed = True
+        self.release()
+
+    def _stop_builds(self) -> None:
+        from profiler.sandbox.keeper import descendants
+
+        me = os.getpid()
+        with self.lock:
+            if not self.held.is_set():
+                return
+            for pid in descendants(me):
+                facts = _stat(pid)
+                if facts is None or pid in self.stopped or facts[0] == me or facts[1] != NICE:
+                    continue
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                    self.stopped.add(pid)
+                except ProcessLookupError:
+                    pass
+
+    def _rescan(self) -> None:
+        while not self.closed:
+            self.held.wait()
+            if self.closed:
+                return
+            self._stop_builds()
+            threading.Event().wait(RESCAN_S)
+
+
+def _nice_this_thread() -> None:
+    """Build threads run at NICE, and so does every process they start (Linux: a thread's
+    own priority, inherited by its children)."""
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+
+
+class Pipeline:
+    """The worker's jobs: builds ahead on the CPU, judging in order on the GPU."""
+
+    def __init__(self, jobs: list[dict], events: Events) -> None:
+        from profiler.judge import build_jobs
+
+        self.jobs, self.events = jobs, events
+        self.stopping = threading.Event()
+        self.pause = BuildPause()
+        self.problems: dict[Any, Any] = {}
+        self.builds: dict[Any, dict[str, Future]] = {}
+        total = sum(len(j["documents"]) for j in jobs)
+        self.pool = ThreadPoolExecutor(build_jobs(total), thread_name_prefix="dice-bench-build",
+                                       initializer=_nice_this_thread)
+
+    def run(self) -> None:
+        import profiler
+
+        for job in self.jobs:
+            if profiler.is_kernelbench(job["path"]):
+                try:
+                    self._plan_builds(job)
+                except Exception:  # noqa: BLE001 - building ahead decides nothing; judging says what is wrong
+                    self.builds[job["id"]] = {}
+            else:
+                self.events.phase(job["id"], "waiting for GPU")
+        for job in self.jobs:
+            if self.stopping.is_set():
+                return
+            try:
+                answer = self._judge(job)
+            except profiler.Cancelled:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one problem's failure is that problem's result
+                self.events.send({"id": job["id"], "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            self.events.send({"id": job["id"], "answer": answer})
+
+    def _problem(self, job: dict) -> Any:
+        from profiler.judge import KernelBenchProblem
+
+        if job["id"] not in self.problems:
+            self.problems[job["id"]] = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"],
+                                                          should_cancel=self.stopping.is_set,
+                                                          on_phase=self.pause.on_phase)
+        return self.problems[job["id"]]
+
+    def _plan_builds(self, job: dict) -> None:
+        problem = self._problem(job)
+        builds = self.builds[job["id"]] = {}
+        for candidate in problem.buildable(job["documents"]):
+            builds[candidate] = self.pool.submit(self._build, job["id"], problem, candidate)
+        if not builds:
+            self.events.phase(job["id"], "waiting for GPU")
+
+    def _build(self, job_id: Any, problem: Any, candidate: str) -> None:
+        if self.stopping.is_set():
+            return
+        self.events.phase(job_id, "building")
+        try:
+            problem.build(candidate)
+        finally:
+            # The last of the problem's builds to end says so (the others are done or ending).
+            if sum(not f.done() for f in self.builds[job_id].values()) <= 1:
+                self.events.phase(job_id, "waiting for GPU")
+
+    def _judge(self, job: dict) -> dict:
+        import profiler
+
+        if not profiler.is_kernelbench(job["path"]):
+            self.events.phase(job["id"], "timing")
+            verdicts = profiler.judge(job["baseline"], job["documents"], job["path"], time_limit=job["time_limit"],
+                                      should_cancel=self.stopping.is_set)
+            return {"verdicts": [v.to_json() for v in verdicts], "profile": None}
+        problem = self._problem(job)
+        try:
+            return self._judge_kernelbench(job, problem)
+        finally:
+            self.problems.pop(job["id"]).close()
+
+    def _judge_kernelbench(self, job: dict, problem: Any) -> dict:
+        from profiler.judge import torch_compile_baseline, with_torch_compile
+
+        documents = job["documents"]
+        self.events.phase(job["id"], "timing")
+        self._on_gpu(problem.reference, documents)
+        verdicts = []
+        for document in documents:
+            build = self.builds.get(job["id"], {}).get(document)
+            if build is not None:
+                wait([build])  # its failure decides nothing: judging builds again and says why
+            verdicts.append(self._on_gpu(problem.verdict, document))
+        profiled = None
+        best = best_correct(verdicts)
+        if best is not None:
+            compiled = self._on_gpu(torch_compile_baseline, job["baseline"], job["path"], job["time_limit"],
+                                    self.stopping.is_set, on_phase=self.pause.on_phase)
+            verdict = with_torch_compile(copy.deepcopy(verdicts[best]), compiled)
+            profiled = {"candidate": best, "verdict": verdict.to_json()}
+        return {"verdicts": [v.to_json() for v in verdicts], "profile": profiled}
+
+    def _on_gpu(self, step, *args, **kwargs):
+        """One GPU step (its runs stop the builds once past start-up); the builds go on after
+        it, whatever happened, so that nothing waits on a build that is stopped."""
+        try:
+            return step(*args, **kwargs)
+        finally:
+            self.pause.release()
+
+    def close(self) -> None:
+        """Stop what is left (builds see should_cancel) and let paused builds go, to end."""
+        self.stopping.set()
+        self.pause.close()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for problem in self.problems.values():
+            problem.close()
+
+
+def hard_deadline(jobs: list[dict]) -> float:
+    """Seconds after which the worker kills itself whatever it is doing: twice what its
+    problems may take on the GPU (builds ahead run beside them)."""
     from dice_lsp.bench.judge import JudgeJob
+
+    return 2 * sum(JudgeJob(**{k: v for k, v in j.items() if k != "id"}).deadline for j in jobs)
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        print("usage: python -m dice_lsp.bench.worker < JOBS.jsonl  (one JudgeJob a line)", file=sys.stderr)
+        return 2
+    jobs = [json.loads(line) for line in sys.stdin if line.strip()]
+    events = Events(sys.stdout)
+    sys.stdout = sys.stderr  # stdout carries events only: a stray print goes to the log
     from profiler.run.harness import die_with_parent
 
     # This process has a session of its own (so that it can be stopped as a group): should
     # `dice bench` be killed outright (SIGTERM, SIGKILL, a closed terminal), it dies too,
     # and its sandboxes with it, instead of judging on, on a GPU someone else now times on.
-    die_with_parent(JudgeJob(**job).deadline)
-    import profiler  # after the arguments are read: a usage error should not pay for it
-
-    documents, path, limit = job["documents"], job["path"], job["time_limit"]
-    verdicts = profiler.judge(job["baseline"], documents, path, time_limit=limit)
-    profiled = None
-    best = best_correct(verdicts) if profiler.is_kernelbench(path) else None
-    if best is not None:
-        verdict = profiler.profile(documents[best], path, time_limit=limit)
-        profiled = {"candidate": best, "verdict": verdict.to_json()}
-    result = {"verdicts": [v.to_json() for v in verdicts], "profile": profiled}
-    Path(argv[1]).write_text(json.dumps(result), encoding="utf-8")
+    die_with_parent(hard_deadline(jobs))
+    pipeline = Pipeline(jobs, events)
+    try:
+        pipeline.run()
+    finally:
+        pipeline.close()
     return 0
 
 

@@ -51,6 +51,9 @@ BUILD_TOOLS = frozenset({"ninja", "nvcc", "cicc", "ptxas", "cudafe++", "fatbinar
                          "c++", "g++", "gcc", "cc", "ld", "collect2", "as", "x86_64-linux-gn", "clang", "clang++"})
 # The variable that marks every process of one sandbox (the second net, see _sweep).
 MARKER = "DICE_SANDBOX_MARKER"
+# What on_phase hears once the harness has closed its phase pipe: candidate code runs (and
+# everything after it: checks, timing), and no more phases come.
+CANDIDATE_CODE = "candidate code"
 
 
 class Cancelled(Exception):
@@ -117,6 +120,7 @@ class _PhaseReader(threading.Thread):
         super().__init__(daemon=True)
         self.fd, self.control, self.warm = fd, control, warm
         self.phases: list[str] = []
+        self.candidate_next = False
         self.ready = threading.Event()
         self._request: bytes | None = None
         self._handed = threading.Event()
@@ -138,6 +142,7 @@ class _PhaseReader(threading.Thread):
                     self._write_request()
                 for line in pipe:
                     if line.rstrip(b"\n") == CANDIDATE_NEXT:
+                        self.candidate_next = True
                         break
                     self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
                     if self.warm and self.phases[-1] == READY and not self.ready.is_set():
@@ -181,6 +186,18 @@ def _sweep(marker: str) -> int:
         except OSError:
             continue
     return killed
+
+
+def _tell_phases(on_phase: Callable[[str], None], phases: list[str], candidate_next: bool, heard: int) -> int:
+    """Pass the phases reported since the last call to on_phase; returns how many were."""
+    known = list(phases)  # the reader thread appends meanwhile
+    for name in known[heard:]:
+        on_phase(name)
+    heard = max(heard, len(known))
+    if candidate_next and heard == len(known):
+        on_phase(CANDIDATE_CODE)
+        heard += 1
+    return heard
 
 
 def _stop(keeper: subprocess.Popen) -> None:
@@ -269,25 +286,29 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
 def run_sandboxed(request: dict, time_limit: float, *,
                   should_cancel: Callable[[], bool] | None = None,
                   env: dict[str, str] | None = None,
-                  extensions: Path | None = None) -> SandboxOutcome:
+                  extensions: Path | None = None,
+                  on_phase: Callable[[str], None] | None = None) -> SandboxOutcome:
     """Run `request` through profiler.run.harness in a new process; raises Cancelled when
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
     (default: a fresh one inside the sandbox). A .cu request takes a pre-started process
     from the pool (POOL, profiler.sandbox.pool) when it has one: same environment, limits and
-    fresh folder, started for this one request only."""
+    fresh folder, started for this one request only. on_phase(name) hears each phase the
+    harness reports, then CANDIDATE_CODE once candidate code runs (a scheduler's hint, e.g. to
+    keep other work off the machine from then on; it decides nothing about the verdict)."""
     started = None
     if env is None and extensions is None:
         started = POOL.claim(request["kind"], time_limit)
     if started is None:
         started = start_harness(time_limit, env, extensions)
     try:
-        return run_started(started, request, time_limit, should_cancel)
+        return run_started(started, request, time_limit, should_cancel, on_phase)
     finally:
         shutil.rmtree(started.folder, ignore_errors=True)
 
 
-def run_started(started: Started, request: dict, time_limit: float, should_cancel) -> SandboxOutcome:
+def run_started(started: Started, request: dict, time_limit: float, should_cancel,
+                on_phase=None) -> SandboxOutcome:
     """Hand `request` to the harness `started` (its only one) and watch it to its end."""
     nonce = secrets.token_hex(32)
     # The harness kills itself past this, should this process die without killing it.
@@ -300,10 +321,13 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     phase_reader.hand_over(control_message(request, nonce))
     phases = phase_reader.phases
     timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
+    heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
     try:
         while keeper.poll() is None:
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
+            if on_phase is not None:
+                heard = _tell_phases(on_phase, phases, phase_reader.candidate_next, heard)
             now = time.monotonic()
             if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
                 building = bool(phases) and phases[-1] in BUILD_PHASES or not phases

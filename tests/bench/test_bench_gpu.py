@@ -125,3 +125,42 @@ def test_builtin_model_run_completes(kernelbench_dir: Path, tmp_path: Path, caps
             assert all(c.verdict is not None and c.generation["tokens"] >= 0 for c in record.candidates)
     eager = next(t for t in summary["tables"] if t["baseline"] == "eager")
     assert all(r["correct"] is not None for r in eager["rows"])  # measured, whatever the model wrote
+
+
+def test_the_pipeline_builds_ahead_times_the_baseline_once_and_reports_phases(
+    kernelbench_dir: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Two distinct correct candidates per problem (a control and a copy of it): both judged
+    runs find the build made ahead, both are checked against one run of Model alone, and
+    torch.compile(Model) is timed once, for the best."""
+    names = ("19_ReLU", "21_Sigmoid", "22_Tanh")
+    problems = copy_problems(kernelbench_dir, tmp_path / "problems", tuple(f"level1/{n}.py" for n in names))
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    for name in names:
+        control = (controls_dir / "level1" / f"{name}.correct.py").read_text()
+        (solutions / f"{name}.a.py").write_text(control)
+        (solutions / f"{name}.b.py").write_text("# the same kernel, another document\n" + control)
+    out = tmp_path / "pipeline"
+    assert main(["bench", str(problems), "--solutions", str(solutions), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    keep(out, "pipeline")
+    with capsys.disabled():
+        print("\n" + err)
+    run = load(out)
+    for name in names:
+        record = run.tasks[f"level1/{name}"]
+        verdicts = [c.verdict for c in record.candidates]
+        assert all(v["correct"] is True for v in verdicts), [v["message"] for v in verdicts]
+        # One reference run: the same Model-alone time behind both candidates' checks.
+        references = {v["extra"]["reference_ms"] for v in verdicts}
+        assert len(references) == 1, references
+        for v in verdicts:
+            assert v["extra"]["builds"] and all(b["cached"] for b in v["extra"]["builds"]), v["extra"]["builds"]
+        assert record.profile["verdict"]["extra"]["compile_ms"] > 0
+        lines = [line.split("] ", 1)[1] for line in err.splitlines()
+                 if line.startswith("[judging") and f"level1/{name}:" in line]
+        phases = [line.split(": ", 1)[1].split(",")[0] for line in lines]
+        assert phases[-2:] == ["timing", "done"], lines
+        assert "building" in phases or name == names[0], lines  # the first may be timed from the start
+    assert "candidates/min" in err

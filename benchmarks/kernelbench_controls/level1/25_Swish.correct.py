@@ -1,0 +1,43 @@
+# Control for `dice bench --solutions`: a correct ModelNew for level1/25_Swish.
+# x * sigmoid(x): one grid-stride CUDA kernel, one thread per element (a control, not tuned).
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+
+__global__ void swish_kernel(const float* __restrict__ in, float* __restrict__ out, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float x = in[i];
+        out[i] = x / (1.0f + expf(-x));
+    }
+}
+
+torch::Tensor swish_forward(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat, "swish_forward: float32 CUDA tensor expected");
+    x = x.contiguous();
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    if (n == 0) return y;
+    long blocks = std::min<long>((n + 255) / 256, 65535L * 32);
+    swish_kernel<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+swish_ext = load_inline(
+    name="dice_control_swish_correct",
+    cpp_sources="torch::Tensor swish_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["swish_forward"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return swish_ext.swish_forward(x)

@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine.decode import decode  # noqa: E402  (after the path is set)
-from engine.fast_paths import GPU_DEFAULT, make_forward  # noqa: E402
+from engine.fast_paths import FASTEST as GPU_DEFAULT, make_forward  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 

@@ -12,8 +12,9 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   kernels.
 - `flex`: `compiled` with attention through flex_attention over a block mask
   (engine.model.flex_block_mask): a split-KV (flash-decoding) kernel for the step's few query
-  rows, which reads only the cache tiles up to the current block. The default on a GPU
-  (`GPU_DEFAULT`).
+  rows, which reads only the cache tiles up to the current block. Opt-in
+  (`DICE_DECODE_PATH=flex`) until a device run shows its tokens and speed; then the GPU
+  default (`GPU_DEFAULT`, today `graphs`, the path every GPU test so far has run).
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
@@ -36,7 +37,11 @@ from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
 FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
-GPU_DEFAULT = "flex"
+# `graphs` is the path the GPU tests have proven; `flex` (faster on paper, never yet run on a
+# GPU: see docs/benchmarks.md, issue 17) becomes the default once tests/engine/test_decode_gpu.py
+# and benchmarks/engine_speed.py have run it on the device.
+GPU_DEFAULT = "graphs"
+FASTEST = "flex"  # the path engine_speed measures against the old default
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
 # that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
 FALLBACK = {"flex": "compiled", "compiled": "cached", "graphs": "cached"}

@@ -26,7 +26,9 @@ import time
 from typing import Callable
 
 POOL_ENV = "DICE_SANDBOX_POOL"
-DEFAULT_KEEP = 2
+# Off by default until a device run has judged through it (tests/profiler/test_gpu_sandbox_pool.py,
+# benchmarks/profiler_timing.py --section pool): 0 is the path every GPU test so far has run.
+DEFAULT_KEEP = 0
 MAX_SPARES = 8  # at most this many at once, however many candidates are announced
 WARM_LIMIT_S = 120.0
 IDLE_S = 600.0

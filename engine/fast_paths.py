@@ -32,7 +32,7 @@ from typing import Protocol
 
 import torch
 
-from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_supported
+from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
 from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
@@ -100,6 +100,8 @@ class CachedForward:
         mask = block_mask(positions, key_len, self.block_size)
         cache = self.cache.rows(ids.shape[0]) if cache is None else cache
         model, attention = (self.eager, "sdpa") if eager else (self.model, self.attention)
+        if attention == "flex":  # built here, outside a compiled model (see SDARForCausalLM.forward)
+            mask = flex_block_mask(mask)
         return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep,
                      attention=attention)
 

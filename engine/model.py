@@ -369,7 +369,7 @@ class SDARForCausalLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         position_ids: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
+        attn_mask: "torch.Tensor | BlockMask | None" = None,
         cache: KVCache | None = None,
         logits_to_keep: int = 0,
         attention: str = "sdpa",
@@ -386,10 +386,14 @@ class SDARForCausalLM(nn.Module):
         if attn_mask is None:
             key_pos = torch.arange(cache.max_len, device=input_ids.device) if cache is not None else position_ids[0]
             attn_mask = block_causal_mask(position_ids, key_pos, self.config.block_size)
-        elif attn_mask.dim() == 2:
+        elif isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
-        if attention == "flex":
-            attn_mask = flex_block_mask(attn_mask)  # once for all layers
+        if attention == "flex" and isinstance(attn_mask, torch.Tensor):
+            # Once for all layers. A caller compiling this model passes the BlockMask built
+            # outside it instead: inductor cannot lower flex_attention over a mask_mod whose
+            # captured tensor is computed inside the same graph ("'function' object has no
+            # attribute 'graph'", torch 2.11 on the H200; no valid choice on the CPU).
+            attn_mask = flex_block_mask(attn_mask)
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):

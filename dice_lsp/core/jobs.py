@@ -178,6 +178,10 @@ async def judge(
             on_progress=_judge_progress(_thread_safe(report)),
         )
     gpu = next((v.gpu for v in verdicts if v.gpu), None)
+    if gpu is None and verdicts and not any(v.status == "no_gpu" for v in verdicts):
+        # Judged on a GPU although no candidate reached it (none compiled, say): the answer
+        # names the GPU rather than telling the user there is none.
+        gpu = await in_thread(profiler.gpu_name)
     return JobResult(
         candidates=list(zip(candidates, verdicts, documents)),
         best=best_candidate(verdicts),

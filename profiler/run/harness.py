@@ -12,6 +12,7 @@ the context end the process at once after reporting where they happened.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -81,6 +82,9 @@ def warm_up(kind: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # A fatal signal (a segfault in a library the candidate drove) leaves the Python stack of
+    # every thread in stderr.log, of which the judge quotes the innermost frame.
+    faulthandler.enable(all_threads=True)
     control_fd, phase_fd, result_fd = map(int, argv[:3])
     warm = next((a.split("=", 1)[1] for a in argv[3:] if a.startswith("--warm=")), None)
     for fd in (control_fd, phase_fd, result_fd):

@@ -87,8 +87,18 @@ class SandboxOutcome:
             how = f"exited with code {rc} and {self.problem}"
         else:
             how = f"exited with code {rc} and no result"
-        last = self.stderr_tail.strip().splitlines()[-1:] if self.stderr_tail.strip() else []
-        return how + (f": {last[0][:300]}" if last else "")
+        return how + (f": {where[:300]}" if (where := self.last_words()) else "")
+
+    def last_words(self) -> str:
+        """The line of stderr that says most: after a fatal signal, faulthandler's innermost
+        frame of the thread that faulted (profiler.run.harness enables it); else the last line."""
+        lines = [line.strip() for line in self.stderr_tail.strip().splitlines() if line.strip()]
+        if any(line.startswith("Fatal Python error") for line in lines):
+            for i, line in enumerate(lines[:-1]):  # faulthandler's "Current thread" is the one that faulted
+                if line.startswith("Current thread") and lines[i + 1].startswith("File "):
+                    return f"{lines[0]}; in {lines[i + 1]}"
+            return lines[0]
+        return lines[-1] if lines else ""
 
 
 class _ResultReader(threading.Thread):

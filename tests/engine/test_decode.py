@@ -283,3 +283,30 @@ def test_a_fast_path_that_fails_at_warm_up_hands_over_down_to_cached(tiny):
     assert "head dimension" in failures[0] and "using 'compiled'" in failures[0]
     assert "CUDA" in failures[1] and "using 'cached'" in failures[1]
     assert said[0].startswith("preparing the 'flex' decoding step")
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_the_compiled_model_takes_flex_attention_with_its_block_mask_built_outside(tiny16):
+    """The `flex` path compiles the whole model; inductor cannot lower flex_attention over a
+    block mask built inside the same graph (on the H200 with torch 2.11 every `flex` test
+    failed so, and on the CPU there is no valid choice), so the path builds the mask outside
+    and the compiled model takes it. Pinned on the CPU: the compiled step gives the eager
+    step's logits, and a second window (another mask) needs no recompilation."""
+    import torch._dynamo
+
+    from engine.fast_paths import StaticForward
+    from engine.model import KVCache
+
+    torch._dynamo.reset()
+    cache = KVCache.allocate(tiny16.config, 2, 256, torch.device("cpu"), torch.float32)
+    eager = StaticForward(tiny16, cache, 4, attention="flex")
+    compiled = StaticForward(tiny16, cache, 4, compiled=True, attention="flex")
+    ids = torch.randint(0, 1000, (2, 16))
+    counters = torch._dynamo.utils.counters
+    with torch._dynamo.config.patch(error_on_recompile=True), torch.no_grad():
+        eager.prefill(ids[:1, :8])
+        for first in (4, 8):
+            want = eager.window_logits(ids, first, first + 8, cache.max_len)
+            got = compiled.window_logits(ids, first, first + 8, cache.max_len)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert counters["stats"]["unique_graphs"] >= 1

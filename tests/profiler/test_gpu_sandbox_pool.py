@@ -79,5 +79,6 @@ def test_a_hang_in_a_pooled_process_times_out_and_the_next_is_judged(monkeypatch
     monkeypatch.setenv(pool.POOL_ENV, "2")
     hang, good = profiler.judge(cases.BASELINE, [cases.INFINITE_LOOP, cases.FASTER], PATH, time_limit=10.0)
     print(hang.status, hang.message, good.status, good.message)
+    print(hang.extra.get("stderr_tail", "")[-3000:])
     assert hang.status == "timeout"
     assert good.status == "faster" and good.correct is True

@@ -41,6 +41,8 @@ def test_hang_segfault_and_next_candidate(tmp_path):
     # the child the hanging candidate started died with it (the whole process group is killed)
     assert not _alive(int(pid_file.read_text()))
     assert crash.status == "crash" and "SIGSEGV" in crash.message
+    # where it happened, from faulthandler's stack in the sandbox's stderr: the candidate's line
+    assert "Fatal Python error: Segmentation fault; in File" in crash.message and "string_at" in crash.message
     if profiler.gpu_name() is None:
         assert ok.status == "no_gpu" and ok.time_ms is None and ok.speedup is None
     else:

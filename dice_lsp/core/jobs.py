@@ -181,7 +181,7 @@ async def judge(
     if gpu is None and verdicts and not any(v.status == "no_gpu" for v in verdicts):
         # Judged on a GPU although no candidate reached it (none compiled, say): the answer
         # names the GPU rather than telling the user there is none.
-        gpu = await in_thread(profiler.gpu_name)
+        gpu = await asyncio.to_thread(profiler.gpu_name)
     return JobResult(
         candidates=list(zip(candidates, verdicts, documents)),
         best=best_candidate(verdicts),

@@ -337,6 +337,13 @@ extern "C" __global__ void dice_warm_up(float a, const float* x, float* y, float
 }
 """
 WARM_COUNT = 1024
+# Every parameter of WARM_SOURCE, in order (tests/profiler/test_sandbox_pool.py checks them
+# against the parsed kernel): a launch with fewer arguments than the kernel takes reads past
+# the argument array, which segfaulted pre-started harnesses on the H200 (`n` was missing).
+WARM_PARAMS = [{"name": "a", "dtype": "float32", "pointer": False, "role": "scalar", "count": None, "value": 2.0}]
+WARM_PARAMS += [{"name": name, "dtype": "float32", "pointer": True, "role": role, "count": WARM_COUNT, "value": None}
+                for name, role in (("x", "input"), ("y", "inout"), ("z", "output"))]
+WARM_PARAMS += [{"name": "n", "dtype": "int32", "pointer": False, "role": "scalar", "count": None, "value": WARM_COUNT}]
 
 
 def warm_up() -> None:
@@ -347,9 +354,7 @@ def warm_up() -> None:
     and no timing loop (another process may be timing)."""
     from profiler.run.device import cupy_ops
 
-    params = [{"name": "a", "dtype": "float32", "pointer": False, "role": "scalar", "count": None, "value": 2.0}]
-    params += [{"name": name, "dtype": "float32", "pointer": True, "role": role, "count": WARM_COUNT, "value": None}
-               for name, role in (("x", "input"), ("y", "inout"), ("z", "output"))]
+    params = WARM_PARAMS
     side = Side(build(WARM_SOURCE, "warm_up.cu", "dice_warm_up", []), params,
                 ((WARM_COUNT + 255) // 256, 1, 1), (256, 1, 1), 0)
     problem = _check_set(side, side, params, 0, "warm-up")

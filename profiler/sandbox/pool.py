@@ -96,7 +96,10 @@ class SandboxPool:
 
     def claim(self, kind: str, time_limit: float):
         """A spare for this request (the caller runs it and removes its folder), or None:
-        start a fresh process. A ready spare is taken first, else the oldest still starting."""
+        start a fresh process. A ready spare is taken first, else the oldest still starting,
+        once its warm-up has ended: a spare that dies in its warm-up (or is not ready within
+        warm_limit_s) is discarded and None returned, so that its death is never the verdict
+        of the candidate it was meant for."""
         if kind not in self.kinds or self.keep() <= 0:
             return None
         with self._lock:
@@ -114,7 +117,19 @@ class SandboxPool:
                     self.spares.remove(found)
         self._ensure_thread()
         self._wake.set()  # refill
+        if found is not None and not self._warmed_up(found):
+            found.discard()
+            return None
         return found
+
+    def _warmed_up(self, spare) -> bool:
+        """Wait for a claimed spare's warm-up to end; False if it died or took too long."""
+        deadline = spare.spawned + self.warm_limit_s
+        while not spare.phase_reader.ready.is_set():
+            if not spare.alive() or time.monotonic() > deadline:
+                return False
+            spare.phase_reader.ready.wait(0.02)
+        return spare.alive()
 
     def drain(self) -> None:
         """Kill every spare now; none is started again until the next reserve() or claim()."""

@@ -224,3 +224,21 @@ async def test_a_candidate_is_chosen_only_from_a_finished_job(cache):
         outcome.chosen_candidate(jobs, job.id, 1)
     with pytest.raises(ValueError, match="unknown"):
         outcome.chosen_candidate(jobs, "99", 0)
+
+
+@pytest.mark.skipif(__import__("profiler").compile.find_nvcc() is None, reason="nvcc not installed")
+def test_a_job_whose_candidates_all_fail_to_compile_names_the_gpu_it_was_judged_on(tmp_path):
+    """No candidate reached the GPU, yet there is one (or not): the answer says which, rather
+    than "no GPU" on a machine that has one (seen on the H200 with the built-in model)."""
+    import profiler
+    from dice_lsp.core.config import Settings
+    from dice_lsp.core.jobs import judge
+
+    path = tmp_path / "k.cu"
+    path.write_text(SOURCE)
+    target = optimize_target(SOURCE, str(path), kernel="scale")
+    broken = SOURCE[target.start:target.end].replace("2.0f * x[i]", "2.0f * undefined_name[i]")
+    result = asyncio.run(judge(Snapshot(path.as_uri(), 1, str(path), SOURCE), target,
+                               [Candidate(broken, 0, 0, 0.0, "eos")], Settings(time_limit=60), lambda m, p: None))
+    assert [v.status for _, v, _ in result.candidates] == ["compile_error"]
+    assert result.gpu == profiler.gpu_name()

@@ -178,3 +178,33 @@ def test_pool_off_starts_nothing(monkeypatch):
     pool = SandboxPool(start_harness)
     pool.reserve("cuda", LIMIT, 4)
     assert pool.claim("cuda", LIMIT) is None and pool._thread is None
+
+
+def test_a_spare_that_never_ends_its_warm_up_is_not_handed_a_request():
+    """A spare that dies in its warm-up must not make that death a candidate's verdict (on the
+    H200, a warm-up fault became a hanging candidate's "crash"): a claim waits for the warm-up
+    to end, and gets no spare if it does not."""
+    stopped = []
+
+    def start(time_limit, warm=None):
+        started = start_harness(time_limit, warm=warm)
+        os.killpg(started.keeper.pid, signal.SIGSTOP)  # never gets to say it is ready
+        stopped.append(started)
+        return started
+
+    pool = SandboxPool(start, kinds=(KIND,), keep=lambda: 1, warm_limit_s=2.0)
+    try:
+        pool.reserve(KIND, LIMIT, 1)
+        _wait(lambda: bool(stopped) and bool(pool.spares))
+        assert pool.claim(KIND, LIMIT) is None  # a fresh process for this one
+        assert stopped[0].keeper.returncode is not None and not stopped[0].folder.exists()
+    finally:
+        pool.shutdown()  # SIGKILL ends stopped processes too
+
+
+def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
+    from profiler.cuda_source import find_kernels
+    from profiler.run.cuda import WARM_PARAMS, WARM_SOURCE
+
+    (kernel,) = find_kernels(WARM_SOURCE)
+    assert [(p["name"], p["pointer"]) for p in WARM_PARAMS] == [(p.name, p.pointer) for p in kernel.params]

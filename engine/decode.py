@@ -274,4 +274,38 @@ def warm_up(model: SDARForCausalLM, path: str, block_size: int, batches=WARM_BAT
         report(f"preparing the {path!r} decoding step for {n} candidate(s) (compilation, CUDA graphs)...")
         decode(model, prompt, n=n, max_tokens=3 * block_size, sampling=Sampling(block_size=block_size), stop_ids=[],
                path=path)
+        check_agreement(model, path, n, block_size)
         report(f"the {path!r} decoding step for {n} candidate(s) is ready ({time.perf_counter() - started:.1f} s)")
+
+
+# Relative L2 distance of a step's logits allowed between a fast path and the plain one: in
+# fp32 only summation order differs (1e-6 seen); in bf16/fp16 other kernels and shapes round
+# differently through every layer. A wrong kernel is far off (0.5 and more).
+AGREEMENT_TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-3}
+HALF_AGREEMENT_TOLERANCE = 0.1
+
+
+@torch.inference_mode()
+def check_agreement(model: SDARForCausalLM, path: str, n: int, block_size: int, seed: int = 0) -> float:
+    """One decoding step through `path` against the eager `cached` path, on the same random
+    tokens: their logits must agree (relative L2 distance within AGREEMENT_TOLERANCE), else
+    EngineError, and the engine falls back (fast_paths.FALLBACK). A compiled kernel that gets
+    the attention wrong (torch.compile'd flex_attention on the H200 with torch 2.11: logits
+    off by 2.19 in fp32) then costs speed, never correctness. Returns the distance."""
+    device = model.lm_head.weight.device
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (n, 3 * block_size), generator=generator).to(device)
+    ids[:, :block_size] = ids[0, :block_size]  # one prompt (prefilled once), n candidates after it
+    logits = []
+    for which in (path, "cached"):
+        forward = make_forward(model, which, n, ids.shape[1], block_size)
+        forward.prefill(ids[:1, :block_size])
+        forward.block_logits(ids, block_size, 2 * block_size, commit_previous=False)
+        logits.append(forward.block_logits(ids, 2 * block_size, 3 * block_size, commit_previous=True).float())
+    got, want = logits
+    distance = ((got - want).norm() / want.norm().clamp_min(1e-30)).item()
+    tolerance = AGREEMENT_TOLERANCE.get(model.lm_head.weight.dtype, HALF_AGREEMENT_TOLERANCE)
+    if not distance <= tolerance:  # NaN included
+        raise EngineError(f"the {path!r} decoding step disagrees with the plain path "
+                          f"(logits {distance:.3g} apart, relative; at most {tolerance:g})")
+    return distance

@@ -13,8 +13,10 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
 - `flex`: `compiled` with attention through flex_attention over a block mask
   (engine.model.flex_block_mask): a split-KV (flash-decoding) kernel for the step's few query
   rows, which reads only the cache tiles up to the current block. Opt-in
-  (`DICE_DECODE_PATH=flex`) until a device run shows its tokens and speed; then the GPU
-  default (`GPU_DEFAULT`, today `graphs`, the path every GPU test so far has run).
+  (`DICE_DECODE_PATH=flex`): the fastest step on the H200 (2.20 ms at batch 1 against 5.80
+  for `graphs`, 2026-12-03), but with torch 2.11 the compiled flex kernel's logits are wrong
+  (scripts/flex_diag.py), so the engine's warm-up refuses it (engine.decode.check_agreement)
+  and falls back to `compiled`.
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
@@ -37,9 +39,11 @@ from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
 FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
-# `graphs` is the path the GPU tests have proven; `flex` (faster on paper, never yet run on a
-# GPU: see docs/benchmarks.md, issue 17) becomes the default once tests/engine/test_decode_gpu.py
-# and benchmarks/engine_speed.py have run it on the device.
+# `graphs` is the path every GPU test of the editor has run on. `compiled` gives the same tokens
+# (tests/engine/test_decode_gpu.py on the H200) and is faster (3.86 ms a batch-1 step against
+# 5.80; docs/benchmarks.md), at ~30 s of compilation per batch bucket at load; it becomes the
+# default once the editor's GPU tests have run with it. `flex` is faster still but wrong with
+# torch 2.11 (above).
 GPU_DEFAULT = "graphs"
 FASTEST = "flex"  # the path engine_speed measures against the old default
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest

@@ -310,3 +310,28 @@ def test_the_compiled_model_takes_flex_attention_with_its_block_mask_built_outsi
             got = compiled.window_logits(ids, first, first + 8, cache.max_len)
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert counters["stats"]["unique_graphs"] >= 1
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disagrees(tiny16, monkeypatch):
+    """engine.decode.check_agreement, which warm_up runs for every fast path before the engine
+    uses it: a path giving the plain path's logits passes; one whose step is off (as
+    torch.compile'd flex_attention was on the H200) raises, and the engine falls back."""
+    import engine.decode as decoding
+    from engine.types import EngineError
+
+    assert decoding.check_agreement(tiny16, "static-flex", 2, 4) < 1e-4
+    assert decoding.check_agreement(tiny16, "static", 2, 4) < 1e-4
+
+    real = decoding.make_forward
+
+    def off_by_one(model, path, *args):
+        forward = real(model, path, *args)
+        if path == "static":
+            block_logits = forward.block_logits
+            forward.block_logits = lambda *a, **k: block_logits(*a, **k) + 1.0
+        return forward
+
+    monkeypatch.setattr(decoding, "make_forward", off_by_one)
+    with pytest.raises(EngineError, match="'static' decoding step disagrees with the plain path"):
+        decoding.check_agreement(tiny16, "static", 2, 4)

@@ -304,9 +304,16 @@ def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit
     """One sandboxed run of a KernelBench request, in the candidate's own verified build
     folder when `builds` holds one."""
     request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
-    if builds is None or candidate is None:
+    return _run_in_build_folder(request, candidate, builds, time_limit, should_cancel, env=env, on_phase=on_phase)
+
+
+def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBuilds | None, time_limit: float,
+                         should_cancel, env: dict[str, str] | None = None, on_phase=None) -> SandboxOutcome:
+    """run_sandboxed, in `document`'s own verified build folder when there is a store (and a
+    document: Model alone builds nothing of a candidate's)."""
+    if builds is None or document is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, on_phase=on_phase)
-    with builds.folder(VerifiedBuilds.key(candidate, request["cuda_arch"])) as folder:
+    with builds.folder(VerifiedBuilds.key(document, request["cuda_arch"])) as folder:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, extensions=folder,
                              on_phase=on_phase)
 
@@ -362,12 +369,7 @@ def torch_compile_baseline(baseline: str, path: str, time_limit: float, should_c
     filename = os.path.basename(path) or "model.py"
     request = {"kind": "torch_compile", "baseline": {"source": baseline, "filename": filename},
                "seeds": _seeds(), "time_budget_s": _time_budget(time_limit), "cuda_arch": compute_capability()}
-    if builds is None:
-        outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, on_phase=on_phase)
-    else:
-        with builds.folder(VerifiedBuilds.key(baseline, request["cuda_arch"])) as folder:
-            outcome = run_sandboxed(request, time_limit, should_cancel=should_cancel, extensions=folder,
-                                    on_phase=on_phase)
+    outcome = _run_in_build_folder(request, baseline, builds, time_limit, should_cancel, on_phase=on_phase)
     records = outcome.result.get("extra", {}).get("builds") if outcome.status == "ok" else None
     return TorchCompileBaseline(*torch_compile_ms(outcome), builds=records or None)
 
@@ -475,8 +477,8 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
         if jobs >= 2:  # one at a time is what judging does anyway
             if on_progress is not None:
                 on_progress(0, len(candidates))
-            with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as pool:
-                for _ in pool.map(problem.build, todo):  # re-raises Cancelled; the others see should_cancel too
+            with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as executor:
+                for _ in executor.map(problem.build, todo):  # re-raises Cancelled; the others see should_cancel too
                     pass
         problem.reference(candidates)
         return _each(candidates, on_progress, should_cancel, problem.verdict)

@@ -15,7 +15,7 @@ Measured in one run, each number with how it was measured:
 - step latency: one denoising step (one forward over [previous block ; current block]
   attending to the cache), per decoding path (cached = eager, graphs = CUDA graph (the old GPU
   default), compiled = torch.compile'd model in a CUDA graph, flex = compiled with
-  flex_attention (engine.fast_paths.FASTEST, the candidate to replace graphs)), at batch 1 and 8;
+  flex_attention (engine.fast_paths.GPU_DEFAULT, the default since 2026-12-03)), at batch 1 and 8;
   CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
   and capture (what the engine pays at load, engine.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
@@ -56,9 +56,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine.decode import decode  # noqa: E402  (after the path is set)
-# The path measured against the default (engine.fast_paths.FASTEST; the engine's own default
-# is engine.fast_paths.GPU_DEFAULT, `graphs` until another path is proven: docs/benchmarks.md).
-from engine.fast_paths import FASTEST as GPU_DEFAULT, make_forward  # noqa: E402
+# The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
+from engine.fast_paths import GPU_DEFAULT, make_forward  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -381,7 +380,7 @@ def report(results: dict, paths: list[str]) -> str:
     lines += ["", "| path | batch | step ms | x floor | setup s | tok/s | tok/s +prefill | ms/step in decode | agree bf16 |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for path in paths:
-        label = path + (" (candidate)" if path == GPU_DEFAULT else " (default)" if path == OLD_DEFAULT else "")
+        label = path + (" (default)" if path == GPU_DEFAULT else " (old default)" if path == OLD_DEFAULT else "")
         for batch in BATCHES:
             step, run = results.get(f"step_{path}_b{batch}"), results.get(f"decode_{path}_b{batch}")
             agree = results.get(f"agreement_{path}_b{batch}")
@@ -418,7 +417,7 @@ def report(results: dict, paths: list[str]) -> str:
                      f"{'met' if t['tokens_target_met'] else 'NOT met'})")
     for batch in BATCHES:
         if f"old_over_new_b{batch}" in t:
-            lines.append(f"default {OLD_DEFAULT} / candidate {GPU_DEFAULT}, batch {batch} step: "
+            lines.append(f"old default {OLD_DEFAULT} / default {GPU_DEFAULT}, batch {batch} step: "
                          f"{t[f'old_over_new_b{batch}']:.2f}x")
     for path in dict.fromkeys(["cached", GPU_DEFAULT]):
         kernels = results.get(f"kernels_{path}_b1")

@@ -11,12 +11,13 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
 - `compiled`: `graphs` with the model torch.compile'd inside the graph, fusing its small
   kernels.
 - `flex`: `compiled` with attention through flex_attention over a block mask
-  (engine.model.flex_block_mask): a split-KV (flash-decoding) kernel for the step's few query
-  rows, which reads only the cache tiles up to the current block. Opt-in
-  (`DICE_DECODE_PATH=flex`): the fastest step on the H200 (2.20 ms at batch 1 against 5.80
-  for `graphs`, 2026-12-03), but with torch 2.11 the compiled flex kernel's logits are wrong
-  (scripts/flex_diag.py), so the engine's warm-up refuses it (engine.decode.check_agreement)
-  and falls back to `compiled`.
+  (engine.model.flex_block_mask), which reads only the cache tiles up to the current block.
+  The default on a GPU: 2.90 ms a batch-1 step of the DICE-1.7B shape on the H200 against
+  3.82 for `compiled` and 5.87 for `graphs`, the same tokens (2026-12-03, docs/benchmarks.md).
+  Its kernel is flex_attention's general one (engine.model.FLEX_KERNEL_OPTIONS): with torch
+  2.11 the split-KV decoding kernel that flex picks for a few query rows gives wrong logits
+  here (scripts/flex_diag.py), and the engine's warm-up refuses any path whose step disagrees
+  with the plain one (engine.decode.check_agreement).
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
@@ -39,13 +40,11 @@ from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
 FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
-# `graphs` is the path every GPU test of the editor has run on. `compiled` gives the same tokens
-# (tests/engine/test_decode_gpu.py on the H200) and is faster (3.86 ms a batch-1 step against
-# 5.80; docs/benchmarks.md), at ~30 s of compilation per batch bucket at load; it becomes the
-# default once the editor's GPU tests have run with it. `flex` is faster still but wrong with
-# torch 2.11 (above).
-GPU_DEFAULT = "graphs"
-FASTEST = "flex"  # the path engine_speed measures against the old default
+# The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
+# and the editor's fill tests with it, 2026-12-03). Its first use costs ~55 s of compilation for
+# one candidate and ~35 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
+# by inductor's cache for the next load.
+GPU_DEFAULT = "flex"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
 # that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
 FALLBACK = {"flex": "compiled", "compiled": "cached", "graphs": "cached"}

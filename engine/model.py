@@ -228,6 +228,11 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
 
 
 FLEX_BLOCK = 128  # flex_attention's default tile of queries and of keys
+# kernel_options of every flex_attention call. For a few query rows flex_attention picks its
+# split-KV decoding kernel, which torch 2.11 gets wrong in this model on the H200 (logits 1.49
+# off in fp32; the general kernel 3.1e-6, eager SDPA the reference; scripts/flex_diag.py,
+# 2026-12-03), so the general kernel is forced.
+FLEX_KERNEL_OPTIONS: dict | None = {"FORCE_USE_FLEX_ATTENTION": True}
 
 
 def flex_block_mask(mask: torch.Tensor):
@@ -261,7 +266,8 @@ def flex_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bl
     query heads of a key/value head read together (enable_gqa)."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
+    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1],
+                          kernel_options=FLEX_KERNEL_OPTIONS)
 
 
 ATTENTION_KERNELS = ("sdpa", "flex")

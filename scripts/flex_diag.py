@@ -2,12 +2,21 @@
 
     python3 scripts/flex_diag.py
 
-One decoding window of a tiny fp32 SDAR model (head_dim 16) through each way the engine can
-run attention, against the eager SDPA path: eager flex_attention, the torch.compile'd model
-with SDPA, the compiled model with flex_attention, and that inside a CUDA graph (the `flex`
-path). Prints the largest absolute difference of the logits for each. On the H200 with
-torch 2.11 (2026-12-03): eager flex 5.4e-6, compiled SDPA 2.3e-6, compiled flex 2.19, graph
-flex 2.19: the compiled flex kernel is what is wrong, not the block mask or the graph.
+Part 1, attention alone: one decoding window's attention (8 query rows of 8 candidates, 8 query
+heads over 2 key/value heads, head dimension 16 or 128, a 2048-position cache, the block-causal mask) through the
+torch.compile'd flex_attention in several variants, against torch's SDPA with the bool mask:
+the engine's BlockMask (a mask_mod reading a captured mask buffer), the same mask as
+arithmetic on a captured offset, without grouped heads (keys and values repeated), and each
+with `kernel_options={"FORCE_USE_FLEX_ATTENTION": True}` (the general kernel instead of the
+split-KV decoding one). fp32, and bf16 at head dimension 128.
+
+Part 2, the model: one decoding window of a tiny fp32 SDAR model (head_dim 16) through each way
+the engine can run attention, against the eager SDPA path, for each kernel_options variant
+(engine.model.FLEX_KERNEL_OPTIONS).
+
+On the H200 with torch 2.11 (2026-12-03, part 2 only): eager flex 5.4e-6, compiled SDPA 2.3e-6,
+compiled flex 2.19, graph flex 2.19: the compiled flex kernel is what is wrong, not the block
+mask or the graph.
 """
 
 from __future__ import annotations
@@ -16,16 +25,70 @@ import os
 import sys
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.getcwd())
 
-from engine.fast_paths import GraphForward, StaticForward  # noqa: E402
-from engine.model import KVCache  # noqa: E402
+import engine.model as engine_model  # noqa: E402
+from engine.fast_paths import GraphForward, StaticForward, block_mask  # noqa: E402
+from engine.model import FLEX_BLOCK, KVCache, flex_block_mask  # noqa: E402
 from tests.engine.conftest import random_model, tiny_sdar_config  # noqa: E402
 
+FORCE = {"FORCE_USE_FLEX_ATTENTION": True}
 
-def main() -> None:
-    device = torch.device("cuda")
+
+def arithmetic_block_mask(first: torch.Tensor, t: int, s: int, block_size: int, key_len: int):
+    """The block-causal mask of queries first..first+t-1 as arithmetic on a captured 0-d offset."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    kv_tiles = -(-s // FLEX_BLOCK)
+    last = (first + t - 1) // block_size * block_size + block_size  # keys below this may be seen
+    count = torch.clamp((last + FLEX_BLOCK - 1) // FLEX_BLOCK, max=kv_tiles).to(torch.int32).reshape(1, 1, 1)
+    order = torch.arange(kv_tiles, device=first.device, dtype=torch.int32).reshape(1, 1, 1, kv_tiles)
+
+    def mask_mod(batch, head, q_idx, kv_idx):
+        return (kv_idx // block_size <= (first + q_idx) // block_size) & (kv_idx < key_len)
+
+    return BlockMask.from_kv_blocks(count, order, BLOCK_SIZE=FLEX_BLOCK, mask_mod=mask_mod, seq_lengths=(t, s),
+                                    compute_q_blocks=False)
+
+
+def attention_part(device: torch.device) -> None:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    torch._dynamo.config.recompile_limit = 64  # each variant is a compilation of its own
+    compiled = torch.compile(flex_attention, fullgraph=True, dynamic=False)
+    n, heads, kv_heads, t, s, bs, first = 8, 8, 2, 8, 2048, 4, 1020
+    for d, dtype in ((16, torch.float32), (128, torch.float32), (128, torch.bfloat16)):
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(n, heads, t, d, generator=g).to(device, dtype)
+        k = torch.randn(n, kv_heads, s, d, generator=g).to(device, dtype)
+        v = torch.randn(n, kv_heads, s, d, generator=g).to(device, dtype)
+        positions = torch.arange(first, first + t, device=device)
+        mask = block_mask(positions, s, bs)  # [1, 1, t, s]
+        kr, vr = k.repeat_interleave(heads // kv_heads, 1), v.repeat_interleave(heads // kv_heads, 1)
+        reference = F.scaled_dot_product_attention(q.float(), kr.float(), vr.float(), attn_mask=mask)
+        variants = {
+            "buffer-mask gqa": lambda o: compiled(q, k, v, block_mask=flex_block_mask(mask), enable_gqa=True,
+                                                  kernel_options=o),
+            "buffer-mask repeated-heads": lambda o: compiled(q, kr, vr, block_mask=flex_block_mask(mask),
+                                                             kernel_options=o),
+            "arith-mask gqa": lambda o: compiled(q, k, v, enable_gqa=True, kernel_options=o,
+                                                 block_mask=arithmetic_block_mask(torch.tensor(first, device=device),
+                                                                                  t, s, bs, s)),
+        }
+        for name, run in variants.items():
+            for label, options in (("decoding kernel", None), ("FORCE_USE_FLEX_ATTENTION", FORCE)):
+                try:
+                    got = run(options).float()
+                    print(f"attention d={d:<3} {str(dtype)[6:]:8} {name:27} {label:25} max abs diff "
+                          f"{(got - reference).abs().max().item():.3g}", flush=True)
+                except Exception as exc:  # noqa: BLE001 - a diagnosis prints every failure and goes on
+                    print(f"attention d={d:<3} {str(dtype)[6:]:8} {name:27} {label:25} ERROR {type(exc).__name__} "
+                          f"{str(exc)[:200]}", flush=True)
+
+
+def model_part(device: torch.device) -> None:
     model = random_model(tiny_sdar_config(vocab_size=1024, mask_token_id=1023, head_dim=16)).to(device).float()
     ids = torch.randint(0, 1000, (8, 40), generator=torch.Generator().manual_seed(0)).to(device)
 
@@ -37,14 +100,27 @@ def main() -> None:
 
     with torch.no_grad():
         reference = window(StaticForward)
-        for name, cls, kwargs in [("eager-flex", StaticForward, dict(attention="flex")),
-                                  ("compiled-sdpa", StaticForward, dict(compiled=True)),
-                                  ("compiled-flex", StaticForward, dict(compiled=True, attention="flex")),
-                                  ("graph-flex", GraphForward, dict(compiled=True, attention="flex"))]:
-            try:
-                print(name, "max abs diff", (window(cls, **kwargs) - reference).abs().max().item(), flush=True)
-            except Exception as exc:  # noqa: BLE001 - a diagnosis prints every failure and goes on
-                print(name, "ERROR", type(exc).__name__, str(exc)[:300], flush=True)
+        for options in (None, FORCE):
+            engine_model.FLEX_KERNEL_OPTIONS = options
+            torch._dynamo.reset()
+            for name, cls, kwargs in [("eager-flex", StaticForward, dict(attention="flex")),
+                                      ("compiled-sdpa", StaticForward, dict(compiled=True)),
+                                      ("compiled-flex", StaticForward, dict(compiled=True, attention="flex")),
+                                      ("graph-flex", GraphForward, dict(compiled=True, attention="flex"))]:
+                try:
+                    print(f"model kernel_options={options} {name} max abs diff",
+                          (window(cls, **kwargs) - reference).abs().max().item(), flush=True)
+                except Exception as exc:  # noqa: BLE001 - a diagnosis prints every failure and goes on
+                    print(f"model kernel_options={options} {name} ERROR", type(exc).__name__, str(exc)[:300],
+                          flush=True)
+    engine_model.FLEX_KERNEL_OPTIONS = None
+
+
+def main() -> None:
+    device = torch.device(sys.argv[1] if len(sys.argv) > 1 else "cuda")
+    print("torch", torch.__version__, torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", flush=True)
+    attention_part(device)
+    model_part(device)
 
 
 if __name__ == "__main__":

@@ -38,15 +38,7 @@ def prompt(length: int) -> list[int]:
     return torch.randint(0, 5000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
 
 
-# torch.compile'd flex_attention over the engine's block mask gives wrong logits on the H200
-# with torch 2.11 (scripts/flex_diag.py, 2026-12-03: eager flex 5e-6 off, compiled flex 2.19);
-# engine.decode.check_agreement makes the engine's warm-up refuse it. Not strict: a torch that
-# fixes it makes these pass, which is the signal to look at `flex` again.
-FLEX_WRONG = pytest.param("flex", marks=pytest.mark.xfail(
-    reason="compiled flex_attention gives wrong logits on torch 2.11 (see scripts/flex_diag.py)", strict=False))
-
-
-@pytest.mark.parametrize("path", ["graphs", "compiled", FLEX_WRONG])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
 def test_graph_paths_give_the_plain_paths_tokens(request, path):
     gpu_model = model_for(path, request)
     cases = [
@@ -69,7 +61,7 @@ def tiny_sdar_gpu(dice_reference):
     return model
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled", FLEX_WRONG])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
 def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, dice_reference, path):
     """DICE's decoder on DICE's checkpoint, fp32: the fast paths commit what the eager path
     commits, with the same number of steps as DICE. (The tokens are compared with the GPU's

@@ -346,6 +346,10 @@ def _cli_seconds(runs: int = 2) -> list[float]:
     return times
 
 
+# Spares kept in the "pool on" mode: the default when it keeps any, else 4 (an editor's candidates).
+POOL_ON = DEFAULT_KEEP or 4
+
+
 def pool_overhead(save) -> dict:
     """Section 3: old path (pool off) and new path (pool on) in the same run."""
     from profiler.sandbox import POOL
@@ -353,7 +357,7 @@ def pool_overhead(save) -> dict:
     results: dict = {"fresh_process": fresh_process_costs()}
     save(results)
     variant = iter(range(100, 10_000))  # every candidate text new: nvcc's in-process cache never answers
-    for mode, setting in (("pool off", "0"), ("pool on", str(DEFAULT_KEEP))):
+    for mode, setting in (("pool off", "0"), ("pool on", str(POOL_ON))):
         os.environ[POOL_ENV] = setting
         runs: dict = {}
         results[mode] = runs

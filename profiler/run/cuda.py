@@ -210,11 +210,15 @@ class Side:
         self.built.function(self.grid, self.block, self.args, shared_mem=self.shared)
 
     def outputs(self) -> dict[str, Any]:
-        """Copies of the outputs, on the device (compared there)."""
+        """Copies of the outputs, on the host, where they are compared: numpy's operations
+        are compiled already, while each CuPy operation the comparison would run on the
+        device is compiled by NVRTC at its first use in a process, and every judging is a
+        new process with a cache of its own: 8 s of a 10.5 s .cu judging on the H200
+        (2026-12-03), against milliseconds for the copy and the host comparison."""
         result = {}
         for p in self.params:
             if p["role"] in ("output", "inout"):
-                values = self.buffers[p["name"]].copy()
+                values = self.buffers[p["name"]].get()
                 result[p["name"]] = _from_bf16_bits(values) if p["dtype"] == "bfloat16" else values
         return result
 
@@ -225,8 +229,7 @@ class Side:
             if p["role"] != "input":
                 continue
             values, buffer = inputs[p["name"]], self.buffers[p["name"]]
-            same = np.array_equal(buffer.get(), values) if isinstance(values, np.ndarray) \
-                else bool(cupy.array_equal(buffer, values))
+            same = np.array_equal(buffer.get(), values if isinstance(values, np.ndarray) else cupy.asnumpy(values))
             if not same:
                 return p["name"]
         return None
@@ -244,12 +247,24 @@ def _run(side: Side, inputs: dict[str, Any], phase: str) -> dict[str, Any]:
 
 
 def _mismatch(params: list[dict], base: dict, cand: dict) -> str | None:
+    """Why the outputs `cand` differ from `base` (host arrays, Side.outputs), or None."""
     for p in params:
         if p["name"] in base:
-            found = compare(p["name"], base[p["name"]], cand[p["name"]], p["dtype"])
+            expected, got = base[p["name"]], cand[p["name"]]
+            if _same_bits(expected, got):
+                continue  # compare finds nothing in two outputs of the same bits
+            found = compare(p["name"], expected, got, p["dtype"])
             if found is not None:
                 return str(found)
     return None
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Byte for byte the same array: one pass over the bytes, where compare makes a dozen over
+    the values (every check of it passes for identical bits: nothing unwritten that the
+    baseline wrote, not constant where the baseline varies, no value off, NaN where NaN)."""
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.reshape(-1).view(np.uint8),
+                                                                        b.reshape(-1).view(np.uint8))
 
 
 def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what: str,

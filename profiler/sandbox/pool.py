@@ -26,9 +26,10 @@ import time
 from typing import Callable
 
 POOL_ENV = "DICE_SANDBOX_POOL"
-# Off by default until a device run has judged through it (tests/profiler/test_gpu_sandbox_pool.py,
-# benchmarks/profiler_timing.py --section pool): 0 is the path every GPU test so far has run.
-DEFAULT_KEEP = 0
+# On the H200 (2026-12-03, benchmarks/profiler_timing.py --section pool) a warm .cu candidate
+# took 2.4-2.8 s through 4 spares against 6.4-6.9 s started at its turn, with the same verdicts
+# for every kind of candidate (tests/profiler/test_gpu_sandbox_pool.py).
+DEFAULT_KEEP = 2
 MAX_SPARES = 8  # at most this many at once, however many candidates are announced
 WARM_LIMIT_S = 120.0
 IDLE_S = 600.0

@@ -6,7 +6,7 @@ import numpy as np
 
 import pytest
 
-from profiler.measure.verify import INT_POISON_BYTE, compare, output_sample
+from profiler.measure.verify import INT_POISON_BYTE, compare, output_sample, poison_byte
 
 
 def rng():
@@ -72,3 +72,90 @@ def test_huge_float64_outputs_keep_a_finite_scale():
     assert compare("out", base, base * 1.5, "float64") is not None
     sample = output_sample(base, "float64", [0, 1, 2])
     assert sample["rms"] == pytest.approx(1e200)
+
+
+def _cuda_outputs() -> list[tuple[str, np.ndarray]]:
+    """Outputs of the kinds a .cu judging compares: floats with NaN and inf, an output the
+    kernel left partly unwritten (NaN poison), a constant one, and ints with their poison."""
+    rng = np.random.default_rng(0)
+    floats = rng.standard_normal(1000).astype(np.float32)
+    floats[[3, 7]] = [np.inf, np.nan]
+    unwritten = floats.copy()
+    unwritten[10:20] = np.frombuffer(bytes([poison_byte("float32")]) * 40, dtype=np.float32)
+    ints = rng.integers(-100, 100, 1000).astype(np.int32)
+    ints[5] = np.frombuffer(bytes([poison_byte("int32")]) * 4, dtype=np.int32)[0]
+    return [("float32", floats), ("float32", unwritten), ("float32", np.full(1000, 2.5, np.float32)),
+            ("int32", ints), ("float64", floats.astype(np.float64))]
+
+
+def test_the_cuda_judge_skips_compare_only_where_compare_finds_nothing():
+    """profiler.run.cuda._mismatch passes outputs of the same bits without comparing their
+    values; for each kind of output, compare itself finds nothing in such a pair, and a pair
+    one element apart still goes through compare and is found."""
+    from profiler.run.cuda import _mismatch, _same_bits
+
+    for dtype, values in _cuda_outputs():
+        params = [{"name": "out", "dtype": dtype}]
+        twin = values.copy()
+        assert _same_bits(values, twin)
+        assert compare("out", values, twin, dtype) is None
+        assert _mismatch(params, {"out": values}, {"out": twin}) is None
+        other = values.copy()
+        other[500] = other[500] * 3 + 7
+        assert not _same_bits(values, other)
+        assert _mismatch(params, {"out": values}, {"out": other}) == str(compare("out", values, other, dtype))
+        assert _mismatch(params, {"out": values}, {"out": other}) is not None
+
+
+def _kernelbench_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(dtype, baseline, candidate) pairs of every kind compare decides, as a KernelBench run
+    meets them: right, reordering noise, half precision where fp32 is due, unwritten (float
+    and int poison), constant, inf and NaN, shapes that differ, huge float64, a wrong int."""
+    x = rng().standard_normal(10000).astype(np.float32)
+    unwritten = x.copy()
+    unwritten[40:90] = np.frombuffer(b"\xff" * 4 * 50, dtype=np.float32)
+    ints = np.arange(1000, dtype=np.int64)
+    poisoned = ints.copy()
+    poisoned[7] = np.frombuffer(bytes([INT_POISON_BYTE]) * 8, dtype=np.int64)[0]
+    wrong = ints.copy()
+    wrong[999] = 5
+    special = np.array([np.inf, np.nan, 1.0, -2.0], dtype=np.float32)
+    huge = np.full(1000, 1e200, dtype=np.float64)
+    return [
+        ("float32", x, x.copy()),
+        ("float32", x, x * np.float32(1 + 1e-6)),
+        ("float32", x, x.astype(np.float16).astype(np.float32)),
+        ("float16", x.astype(np.float16), x.astype(np.float16) + np.float16(0.5)),
+        ("float32", x, unwritten),
+        ("int64", ints, poisoned),
+        ("int64", ints, wrong),
+        ("float32", x, np.zeros_like(x)),
+        ("float32", special, special.copy()),
+        ("float32", special, np.array([-np.inf, np.nan, 1.0, -2.0], np.float32)),
+        ("float32", x.reshape(100, 100), x.reshape(50, 200)),
+        ("float64", huge, huge.copy()),
+        ("float64", huge, huge * 1.5),
+        ("bool", ints % 3 == 0, ints % 5 == 0),
+    ]
+
+
+def test_kernelbench_outputs_compared_as_torch_tensors_get_numpy_s_answers():
+    """The KernelBench runner compares torch tensors where they are (profiler.run.kernelbench
+    ._comparable: on the GPU, with torch's compiled kernels). For every kind of pair, compare
+    and output_sample give with torch (here on the CPU: the same operations) what they give
+    with numpy."""
+    torch = pytest.importorskip("torch")
+    for dtype, base, cand in _kernelbench_cases():
+        want = compare("out", base, cand, dtype)
+        got = compare("out", torch.from_numpy(base.copy()), torch.from_numpy(cand.copy()), dtype)
+        assert (got is None) == (want is None), (dtype, want, got)
+        if want is not None:
+            assert (got.reason, str(got)) == (want.reason, str(want))
+        if base.shape == cand.shape:
+            for array in (base, cand):
+                sample, sampled = (output_sample(a, dtype, [1, 2, 3]) for a in (array, torch.from_numpy(array.copy())))
+                assert sampled.keys() == sample.keys()
+                assert sampled["shape"] == sample["shape"]
+                np.testing.assert_array_equal(sampled["values"], sample["values"])  # NaN where NaN
+                if "rms" in sample:
+                    assert sampled["rms"] == pytest.approx(sample["rms"], rel=1e-6, nan_ok=True)

@@ -1,0 +1,91 @@
+"""Where one KernelBench problem's judging time goes in `dice bench`, step by step.
+
+For the first N problems of the shared level1 folder that have a hand-written correct
+control (benchmarks/kernelbench_controls), alone on the machine, one after the other, the
+steps `dice bench`'s pipeline runs (dice_lsp/bench/worker.py) and the seconds each takes:
+the candidate's build (CPU, GPU hidden), Model alone (the reference), the candidate's
+verdict (finding its build), then torch.compile(Model), with the phases each sandboxed run
+reported and when. Prints a table and writes $OUT/kernelbench_steps.{json,md}.
+
+    python benchmarks/kernelbench_steps.py [--problems 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dice_lsp.bench.problems import discover  # noqa: E402
+from dice_lsp.bench.solutions import candidates_for, solution_files  # noqa: E402
+from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
+from profiler.judge import KernelBenchProblem, torch_compile_baseline  # noqa: E402
+
+CONTROLS = REPO / "benchmarks" / "kernelbench_controls"
+STEPS = ("build", "reference", "verdict", "torch.compile")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", type=int, default=2)
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT", REPO / ".device-out"))
+    out.mkdir(parents=True, exist_ok=True)
+    level1 = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench" / "level1"
+    problems, _ = discover(level1)
+    controls = solution_files(CONTROLS)
+    picked = []
+    for problem in problems:
+        correct = [p for p in candidates_for(str(problem.path), controls) if ".correct." in p.name]
+        if correct:
+            picked.append((problem, correct[0]))
+    rows = []
+    for problem, control in picked[: args.problems]:
+        baseline = problem.path.read_text()
+        # A comment of its own: no build of an earlier run of this script is found.
+        candidate = f"# kernelbench_steps {time.time()}\n" + splice_model_new(baseline, control.read_text())
+        heard: list[tuple[float, str]] = []
+        started = time.monotonic()
+
+        def on_phase(name: str) -> None:
+            heard.append((round(time.monotonic() - started, 2), name))
+
+        judging = KernelBenchProblem(baseline, str(problem.path), 300.0, on_phase=on_phase)
+        row: dict = {"problem": problem.path.name, "seconds": {}, "phases": {}}
+        try:
+            for step, run in (("build", lambda: judging.build(candidate)),
+                              ("reference", lambda: judging.reference([candidate])),
+                              ("verdict", lambda: judging.verdict(candidate)),
+                              ("torch.compile", lambda: torch_compile_baseline(baseline, str(problem.path), 300.0,
+                                                                               on_phase=on_phase))):
+                heard.clear()
+                began = time.monotonic()
+                result = run()
+                row["seconds"][step] = round(time.monotonic() - began, 2)
+                row["phases"][step] = list(heard)
+                if step == "verdict":
+                    row["status"] = result.status
+                    row["harness"] = (result.extra.get("phases") or {}).get("harness")
+                print(f"{problem.path.name:40} {step:14} {row['seconds'][step]:7.2f} s  phases {heard}", flush=True)
+        finally:
+            judging.close()
+        rows.append(row)
+        (out / "kernelbench_steps.json").write_text(json.dumps(rows, indent=1))
+    lines = ["| problem | " + " | ".join(f"{s} (s)" for s in STEPS) + " | verdict |",
+             "| --- | " + " | ".join("---:" for _ in STEPS) + " | --- |"]
+    for row in rows:
+        lines.append(f"| {row['problem']} | " + " | ".join(str(row["seconds"].get(s, "-")) for s in STEPS)
+                     + f" | {row.get('status', '-')} |")
+    (out / "kernelbench_steps.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

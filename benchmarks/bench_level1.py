@@ -1,13 +1,16 @@
 """`dice bench` over the 50 KernelBench level1 problems, one candidate each, resumable.
 
     python benchmarks/bench_level1.py [--budget-s 330] [--state .bench-level1] [--out $OUT/bench_level1]
+                                      [--restore .bench-level1.tar.gz]
 
 Candidates: the hand-written correct control of benchmarks/kernelbench_controls where one
 exists, else one answer of the built-in model (`--model builtin`). Phases, each a
 `dice bench ... --resume` into a folder of its own under STATE (an ignored folder of the
-checkout, kept between calls while the device machine stays warm; on a fresh machine put
-the last call's OUT/bench_level1/state back as .bench-level1 and carry it), so that a call
-cut at its limit (a device call lasts <= 10 minutes) goes on where it stopped when run again:
+checkout, kept between calls while the device machine stays warm; on a fresh machine copy
+the last call's OUT/bench_level1/state.tar.gz to .bench-level1.tar.gz, carry it and pass
+`--restore .bench-level1.tar.gz`: a device call brings back at most 8 files, so the state
+travels as one archive), so that a call cut at its limit (a device call lasts <= 10 minutes)
+goes on where it stopped when run again:
 
 1. controls: the problems with a control (`--solutions`);
 2. builtin:  the other problems (`--model builtin --candidates 1`);
@@ -18,8 +21,8 @@ cut at its limit (a device call lasts <= 10 minutes) goes on where it stopped wh
              machine (no build running), against the speedups the bench measured while
              builds ran.
 
-Prints and writes STATE/bench_level1.{json,md} after every phase, copied with the logs and
-each phase's results.json to OUT at the end of the call: problems judged, wall time
+Prints and writes STATE/bench_level1.{json,md} after every phase, copied to OUT at the end
+of the call beside OUT/state.tar.gz (the logs and each phase's results): problems judged, wall time
 of each phase summed over calls, candidates per minute, and the agreement table. The
 phases stop starting new work when --budget-s is spent (dice bench is interrupted and
 saves what it judged); the script then exits 0, and the next call continues.
@@ -34,6 +37,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -203,9 +208,12 @@ def main() -> int:
     parser.add_argument("--state", type=Path, default=REPO / ".bench-level1", help="where the runs resume from")
     parser.add_argument("--out", type=Path, default=default_out, help="where this call's report goes")
     parser.add_argument("--budget-s", type=float, default=330.0, help="stop starting work after this (default 330)")
+    parser.add_argument("--restore", type=Path, help="a state.tar.gz of an earlier call, unpacked when --state is absent")
     args = parser.parse_args()
     deadline = time.monotonic() + args.budget_s
     out = args.state.resolve()
+    if args.restore is not None and not out.exists():
+        restore(args.restore, out)
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {"seconds": {}, "complete": {}, "calls": 0}
@@ -243,15 +251,35 @@ def main() -> int:
     return 0
 
 
+STATE_ARCHIVE = "state.tar.gz"
+
+
+def _kept(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """All of the state but the inputs (the next call makes them again from the shared problems
+    and the controls) and the charts."""
+    parts = Path(info.name).parts
+    return None if "inputs" in parts[:2] or info.name.endswith(".png") else info
+
+
 def keep(state: Path, target: Path) -> None:
-    """The report, the log and each phase's results to `target` (all but the inputs, which
-    the next call makes again from the shared problems and the controls)."""
+    """The report, and the state (the log, each phase's results) as one archive, to `target`."""
     if target == state:
         return
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(state, target / "state", ignore=shutil.ignore_patterns("inputs", "*.png"))
+    target.mkdir(parents=True)
+    with tarfile.open(target / STATE_ARCHIVE, "w:gz") as archive:
+        archive.add(state, arcname="state", filter=_kept)
     for name in ("bench_level1.json", "bench_level1.md"):
-        shutil.copy(state / name, target / name)
+        if (state / name).exists():
+            shutil.copy(state / name, target / name)
+
+
+def restore(archive: Path, state: Path) -> None:
+    """An earlier call's state (keep's archive) as the folder `state`."""
+    with tempfile.TemporaryDirectory() as unpacked:
+        with tarfile.open(archive) as tar:
+            tar.extractall(unpacked, filter="data")
+        shutil.move(str(Path(unpacked) / "state"), str(state))
 
 
 if __name__ == "__main__":

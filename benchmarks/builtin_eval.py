@@ -18,7 +18,7 @@ Methods, in the same run on the same cases:
 - `random`: a model of the shape under test with random weights, through the same engine;
 - each `--control NAME=DIR` (e.g. the previous built-in model);
 - `model`: the model under test.
-Each fills every case as `dice fill` does by default (dice_lsp.config.Settings: 4 candidates,
+Each fills every case as `dice fill` does by default (dice_lsp.core.config.Settings: 4 candidates,
 temperature 0.7, its steps and strategy), plus one greedy fill. Reported per method: the share
 of cases with a candidate that compiles (profiler.nvcc_check of the kernel with the fill in
 place), with a candidate equal to the original (whitespace aside), greedy exact, and seconds
@@ -174,7 +174,7 @@ def random_twin(folder: Path, out: Path, seed: int) -> Path:
 
 
 def fill_all(method: str, engine, cases: list[Case], max_tokens: int, seed: int) -> list[Fill]:
-    from dice_lsp.config import Settings
+    from dice_lsp.core.config import Settings
 
     defaults = Settings()
     fills = []
@@ -212,7 +212,7 @@ def summary(fills: list[Fill], target: list[int]) -> dict:
 def measure_latency(engine, repeats: int, max_tokens: int) -> dict:
     """Seconds per greedy fill of the saxpy example's statement (examples/saxpy.cu), after a
     warm-up, and the 4 candidates `dice fill` would judge there."""
-    from dice_lsp.config import Settings
+    from dice_lsp.core.config import Settings
 
     text = (REPO / "examples" / "saxpy.cu").read_text()
     target = "y[i] = a * x[i] + y[i];"

@@ -2,13 +2,14 @@
 
     python3 scripts/flex_diag.py
 
-Part 1, attention alone: one decoding window's attention (8 query rows of 8 candidates, 8 query
-heads over 2 key/value heads, head dimension 16 or 128, a 2048-position cache, the block-causal mask) through the
+Part 1, attention alone: one decoding window's attention (8 query rows of 8 candidates; 4 query
+heads over 2 key/value heads at head dimension 16, as part 2's model, 16 over 8 at 128 as
+DICE-1.7B, 8 over 2 at 128; a 2048-position cache, the block-causal mask) through the
 torch.compile'd flex_attention in several variants, against torch's SDPA with the bool mask:
 the engine's BlockMask (a mask_mod reading a captured mask buffer), the same mask as
 arithmetic on a captured offset, without grouped heads (keys and values repeated), and each
 with `kernel_options={"FORCE_USE_FLEX_ATTENTION": True}` (the general kernel instead of the
-split-KV decoding one). fp32, and bf16 at head dimension 128.
+split-KV decoding one). fp32, and bf16 for DICE-1.7B's shape.
 
 Part 2, the model: one decoding window of a tiny fp32 SDAR model (head_dim 16) through each way
 the engine can run attention, against the eager SDPA path, for each kernel_options variant
@@ -18,7 +19,9 @@ On the H200 with torch 2.11 (2026-12-03; docs/device-runs/2026-12-03/session6/fl
 part 1 is right in every variant (fp32 at most 6e-7 off, bf16 8e-4); in part 2 compiled flex is
 1.49 off with the kernel flex picks (its split-KV decoding kernel) and 3.1e-6 with the general
 kernel forced, which engine.model.FLEX_KERNEL_OPTIONS now does (eager flex 4.2e-6, compiled
-SDPA 2.1e-6).
+SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. The
+"q-transposed" variant and the model with its query made contiguous (decoding kernel) test
+whether that layout is what the decoding kernel gets wrong (not yet run on the GPU).
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ def attention_part(device: torch.device) -> None:
 
     torch._dynamo.config.recompile_limit = 64  # each variant is a compilation of its own
     compiled = torch.compile(flex_attention, fullgraph=True, dynamic=False)
-    n, heads, kv_heads, t, s, bs, first = 8, 8, 2, 8, 2048, 4, 1020
-    for d, dtype in ((16, torch.float32), (128, torch.float32), (128, torch.bfloat16)):
+    n, t, s, bs, first = 8, 8, 2048, 4, 1020
+    # Part 2's model (4 heads over 2), the DICE-1.7B attention (16 over 8), and 8 over 2.
+    for d, dtype, heads, kv_heads in ((16, torch.float32, 4, 2), (128, torch.bfloat16, 16, 8),
+                                      (128, torch.float32, 8, 2)):
         g = torch.Generator().manual_seed(0)
         q = torch.randn(n, heads, t, d, generator=g).to(device, dtype)
         k = torch.randn(n, kv_heads, s, d, generator=g).to(device, dtype)
@@ -70,9 +75,13 @@ def attention_part(device: torch.device) -> None:
         mask = block_mask(positions, s, bs)  # [1, 1, t, s]
         kr, vr = k.repeat_interleave(heads // kv_heads, 1), v.repeat_interleave(heads // kv_heads, 1)
         reference = F.scaled_dot_product_attention(q.float(), kr.float(), vr.float(), attn_mask=mask)
+        # The model's layout: q comes out of a transpose ([n, t, heads, d] in memory).
+        qt = q.transpose(1, 2).contiguous().transpose(1, 2)
         variants = {
             "buffer-mask gqa": lambda o: compiled(q, k, v, block_mask=flex_block_mask(mask), enable_gqa=True,
                                                   kernel_options=o),
+            "buffer-mask gqa q-transposed": lambda o: compiled(qt, k, v, block_mask=flex_block_mask(mask),
+                                                               enable_gqa=True, kernel_options=o),
             "buffer-mask repeated-heads": lambda o: compiled(q, kr, vr, block_mask=flex_block_mask(mask),
                                                              kernel_options=o),
             "arith-mask gqa": lambda o: compiled(q, k, v, enable_gqa=True, kernel_options=o,
@@ -83,10 +92,10 @@ def attention_part(device: torch.device) -> None:
             for label, options in (("decoding kernel", None), ("FORCE_USE_FLEX_ATTENTION", FORCE)):
                 try:
                     got = run(options).float()
-                    print(f"attention d={d:<3} {str(dtype)[6:]:8} {name:27} {label:25} max abs diff "
+                    print(f"attention {heads}/{kv_heads} heads d={d:<3} {str(dtype)[6:]:8} {name:28} {label:25} max abs diff "
                           f"{(got - reference).abs().max().item():.3g}", flush=True)
                 except Exception as exc:  # noqa: BLE001 - a diagnosis prints every failure and goes on
-                    print(f"attention d={d:<3} {str(dtype)[6:]:8} {name:27} {label:25} ERROR {type(exc).__name__} "
+                    print(f"attention {heads}/{kv_heads} heads d={d:<3} {str(dtype)[6:]:8} {name:28} {label:25} ERROR {type(exc).__name__} "
                           f"{str(exc)[:200]}", flush=True)
 
 
@@ -100,22 +109,30 @@ def model_part(device: torch.device) -> None:
         forward.prefill(ids[:1, :32])
         return forward.window_logits(ids, 28, 36, 2048)
 
+    plain_attention = engine_model.flex_grouped_attention
+
+    def contiguous_attention(q, k, v, block_mask):
+        return plain_attention(q.contiguous(), k, v, block_mask)
+
     with torch.no_grad():
         reference = window(StaticForward)
-        for options in (None, FORCE):
+        for options, attend in ((None, plain_attention), (FORCE, plain_attention), (None, contiguous_attention)):
             engine_model.FLEX_KERNEL_OPTIONS = options
+            engine_model.flex_grouped_attention = attend
+            label = f"{options}{', q made contiguous' if attend is contiguous_attention else ''}"
             torch._dynamo.reset()
             for name, cls, kwargs in [("eager-flex", StaticForward, dict(attention="flex")),
                                       ("compiled-sdpa", StaticForward, dict(compiled=True)),
                                       ("compiled-flex", StaticForward, dict(compiled=True, attention="flex")),
                                       ("graph-flex", GraphForward, dict(compiled=True, attention="flex"))]:
                 try:
-                    print(f"model kernel_options={options} {name} max abs diff",
+                    print(f"model kernel_options={label} {name} max abs diff",
                           (window(cls, **kwargs) - reference).abs().max().item(), flush=True)
                 except Exception as exc:  # noqa: BLE001 - a diagnosis prints every failure and goes on
-                    print(f"model kernel_options={options} {name} ERROR", type(exc).__name__, str(exc)[:300],
+                    print(f"model kernel_options={label} {name} ERROR", type(exc).__name__, str(exc)[:300],
                           flush=True)
-    engine_model.FLEX_KERNEL_OPTIONS = None
+    engine_model.FLEX_KERNEL_OPTIONS = FORCE
+    engine_model.flex_grouped_attention = plain_attention
 
 
 def main() -> None:

@@ -62,12 +62,15 @@ class _Torch:
         return torch.as_tensor(values, dtype=dtype)
 
 
+def _is_torch(array) -> bool:
+    return type(array).__module__.startswith("torch")
+
+
 def _array_module(array):
     """numpy; the torch functions for torch tensors; cupy for CuPy arrays."""
-    module = type(array).__module__
-    if module.startswith("torch"):
+    if _is_torch(array):
         return _Torch()
-    if module.startswith("cupy"):
+    if type(array).__module__.startswith("cupy"):
         import cupy
 
         return cupy
@@ -76,11 +79,11 @@ def _array_module(array):
 
 def _astype(array, dtype):
     """array in dtype (itself when it is already), for numpy, CuPy and torch alike."""
-    return array.astype(dtype, copy=False) if hasattr(array, "astype") else array.to(dtype)
+    return array.to(dtype) if _is_torch(array) else array.astype(dtype, copy=False)
 
 
 def _size(flat) -> int:
-    return int(flat.numel()) if callable(flat.size) else int(flat.size)
+    return int(flat.numel()) if _is_torch(flat) else int(flat.size)
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ class Mismatch:
 
 def _first(mask) -> int:
     """Index of the first True (torch's argmax takes no bools; it too returns the first maximum)."""
-    return int(mask.argmax() if hasattr(mask, "astype") else mask.byte().argmax())
+    return int(mask.byte().argmax() if _is_torch(mask) else mask.argmax())
 
 
 def _rms(base, finite, xp) -> float:

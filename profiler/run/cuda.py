@@ -364,9 +364,9 @@ WARM_PARAMS += [{"name": "n", "dtype": "int32", "pointer": False, "role": "scala
 def warm_up() -> None:
     """What every .cu request needs before its own work, done by a pre-started harness
     (profiler.sandbox.pool) with its own kernel, so that a request finds it done: CuPy and
-    NVRTC loaded, the CUDA context made, the kernels that fill, copy and compare float
-    buffers built, the timing loop's buffer allocated, NVML open. Tiny work on the GPU,
-    and no timing loop (another process may be timing)."""
+    NVRTC loaded, the CUDA context made, the kernels that draw, fill and copy float
+    buffers built (outputs are compared on the host), the timing loop's buffer allocated,
+    NVML open. Tiny work on the GPU, and no timing loop (another process may be timing)."""
     from profiler.run.device import cupy_ops
 
     params = WARM_PARAMS

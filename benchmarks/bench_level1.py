@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from dice_lsp.bench.problems import discover  # noqa: E402
 from dice_lsp.bench.results import RESULTS_FILE  # noqa: E402
-from dice_lsp.bench.solutions import candidates_for, solution_files  # noqa: E402
+from dice_lsp.bench.solutions import correct_control, solution_files  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
 
 CONTROLS = REPO / "benchmarks" / "kernelbench_controls"
@@ -79,11 +79,10 @@ def prepare(out: Path) -> dict[str, Path]:
         folder.mkdir(parents=True)
     controlled = []
     for problem in problems:
-        correct = [p for p in candidates_for(str(problem.path), controls) if ".correct." in p.name]
-        where = "controls" if correct else "builtin"
-        shutil.copy(problem.path, folders[where] / problem.path.name)
-        if correct:
-            controlled.append((problem, correct[0]))
+        control = correct_control(str(problem.path), controls)
+        shutil.copy(problem.path, folders["builtin" if control is None else "controls"] / problem.path.name)
+        if control is not None:
+            controlled.append((problem, control))
     for problem, control in controlled[:RATE_PROBLEMS]:
         shutil.copy(problem.path, folders["rate"] / problem.path.name)
         text = control.read_text()

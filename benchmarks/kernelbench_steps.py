@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dice_lsp.bench.problems import discover  # noqa: E402
-from dice_lsp.bench.solutions import candidates_for, solution_files  # noqa: E402
+from dice_lsp.bench.solutions import correct_control, solution_files  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
 from profiler.judge import KernelBenchProblem, torch_compile_baseline  # noqa: E402
 
@@ -40,11 +40,8 @@ def main() -> int:
     level1 = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench" / "level1"
     problems, _ = discover(level1)
     controls = solution_files(CONTROLS)
-    picked = []
-    for problem in problems:
-        correct = [p for p in candidates_for(str(problem.path), controls) if ".correct." in p.name]
-        if correct:
-            picked.append((problem, correct[0]))
+    picked = [(problem, control) for problem in problems
+              if (control := correct_control(str(problem.path), controls)) is not None]
     rows = []
     for problem, control in picked[: args.problems]:
         baseline = problem.path.read_text()

@@ -27,3 +27,8 @@ def solution_files(folder: Path) -> dict[str, list[Path]]:
 
 def candidates_for(problem_path: str, solutions: dict[str, list[Path]]) -> list[Path]:
     return solutions.get(Path(problem_path).name.split(".", 1)[0], [])
+
+
+def correct_control(problem_path: str, solutions: dict[str, list[Path]]) -> Path | None:
+    """The problem's first hand-written correct control (`STEM.correct.py`), if it has one."""
+    return next((p for p in candidates_for(problem_path, solutions) if ".correct." in p.name), None)

@@ -89,6 +89,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **f
         verdict = Verdict.failed("error", f"not judged: the candidate {reasons}, so its measurements are its own",
                                  compiled=untrusted.compiled, gpu=untrusted.gpu, kernel=untrusted.kernel,
                                  extra={"untrusted_message": untrusted.message})
+    verdict.extra["isolation"] = outcome.isolation
     if flags:
         _flag(verdict, *flags)
     return verdict

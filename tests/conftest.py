@@ -119,3 +119,12 @@ def tiny_fim_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
     """The same, prompted like the built-in model (fill-in-the-middle): a short prompt, so a
     CPU decodes a whole job in seconds."""
     return _write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-sdar-fim"), sdar_tokenizer_dir, prompt_format="fim")
+
+
+@pytest.fixture
+def unconfined(monkeypatch):
+    """Sandboxes without namespaces (DICE_SANDBOX_ISOLATION=off), for tests that watch a
+    candidate from outside through what it writes (a file in tmp_path, its host pid): they
+    test the keeper, the allowlisted environment and the build store, which still hold where
+    a system allows no namespaces. tests/profiler/test_isolation.py tests the namespaces."""
+    monkeypatch.setenv("DICE_SANDBOX_ISOLATION", "off")

@@ -4,6 +4,11 @@ The boundary, as the judge's side enforces it:
 - the process gets an allowlisted environment (profiler.sandbox.environment), HOME and its
   caches in a temporary folder of its own, resource limits, and a keeper process
   (profiler.sandbox.keeper) that kills everything it started, setsid() or not;
+- where the system allows unprivileged namespaces (DICE_SANDBOX_ISOLATION, see isolation()),
+  the harness runs in PID and mount namespaces of its own: it sees and can signal no process
+  outside the sandbox (the judge, the editor, the language server, other sandboxes), and every
+  file system is read-only to it but its own folder and build folder. Each verdict records
+  which (`extra["isolation"]`: "namespaces" or "none");
 - the request goes in and the measurement comes back over pipes with a per-run nonce
   (profiler.sandbox.channel); no file the process can write is read back;
 - the time limit is kept here, by this process's clock. Building is not running: a build
@@ -54,6 +59,50 @@ MARKER = "DICE_SANDBOX_MARKER"
 # What on_phase hears once the harness has closed its phase pipe: candidate code runs (and
 # everything after it: checks, timing), and no more phases come.
 CANDIDATE_CODE = "candidate code"
+ISOLATION_ENV = "DICE_SANDBOX_ISOLATION"
+ISOLATION_MODES = ("auto", "on", "off")
+PROBE_TIMEOUT_S = 20.0
+
+
+class IsolationUnavailable(RuntimeError):
+    """DICE_SANDBOX_ISOLATION=on, and this system cannot isolate a sandbox (the reason)."""
+
+
+_probed: dict[str, str | None] = {}
+_probe_lock = threading.Lock()
+
+
+def isolation_problem() -> str | None:
+    """Why this system cannot run a sandbox in namespaces of its own (None: it can). Asked of
+    the keeper once per process (`keeper.py --probe`, which goes through the whole sequence)."""
+    with _probe_lock:
+        if "answer" not in _probed:
+            with tempfile.TemporaryDirectory(prefix="dice-probe-") as folder:
+                try:
+                    done = subprocess.run([sys.executable, "-I", "-S", _keeper.__file__, "--probe"], cwd=folder,
+                                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                                          stdin=subprocess.DEVNULL)
+                    answer = None if done.returncode == 0 else (
+                        done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}")
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    answer = f"{type(exc).__name__}: {exc}"
+            _probed["answer"] = answer
+        return _probed["answer"]
+
+
+def isolation() -> bool:
+    """Whether sandboxes run in namespaces of their own. DICE_SANDBOX_ISOLATION: `auto` (the
+    default: where the system allows it), `on` (required: IsolationUnavailable otherwise),
+    `off` (never; the keeper, the allowlisted environment and the limits still hold)."""
+    mode = os.environ.get(ISOLATION_ENV, "auto").strip().lower() or "auto"
+    if mode not in ISOLATION_MODES:
+        raise IsolationUnavailable(f"{ISOLATION_ENV}={mode!r}: expected one of {', '.join(ISOLATION_MODES)}")
+    if mode == "off":
+        return False
+    problem = isolation_problem()
+    if problem is not None and mode == "on":
+        raise IsolationUnavailable(f"{ISOLATION_ENV}=on, but this system cannot isolate a sandbox: {problem}")
+    return problem is None
 
 
 class Cancelled(Exception):
@@ -73,6 +122,7 @@ class SandboxOutcome:
     # By this process's clock: how long the process was started before its request
     # (started_s_before: 0 for one started for it, more for a pre-started one), and run_s.
     process: dict = field(default_factory=dict)
+    isolation: str = "none"  # "namespaces": the harness ran in PID and mount namespaces of its own
 
     def why(self) -> str:
         """One line on how the process ended, for a verdict's message."""
@@ -236,6 +286,7 @@ class Started:
     result_reader: _ResultReader
     time_limit: float
     spawned: float  # time.monotonic() when it was started
+    isolated: bool = False  # in namespaces of its own (the keeper's --isolate)
 
     def alive(self) -> bool:
         return self.keeper.poll() is None
@@ -255,9 +306,13 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
     """A harness process in a fresh folder with the sandbox's environment and limits, which
     runs one request, handed to it by run_started(). `warm` ("cuda") has it import and set
     up what that kind of request needs first, then report READY and wait."""
+    isolated = isolation()
     folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
     try:
         extensions = extensions or folder / "extensions"
+        confined = ["--isolate", "--writable", str(folder)] if isolated else []
+        if isolated and not extensions.resolve().is_relative_to(folder.resolve()):
+            confined += ["--writable", str(extensions)]
         marker = secrets.token_hex(16)
         child_env = {**sandbox_environment(folder, extensions, env), MARKER: marker}
         control_r, control_w = os.pipe()
@@ -270,7 +325,7 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
         with open(folder / "stderr.log", "wb") as err:
             try:
                 keeper = subprocess.Popen(
-                    [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), "--",
+                    [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), *confined, "--",
                      sys.executable, "-m", "profiler.run.harness", *map(str, child_fds),
                      *([f"--warm={warm}"] if warm else [])],
                     cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
@@ -290,7 +345,7 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
     result_reader = _ResultReader(result_r)
     phase_reader.start()
     result_reader.start()
-    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned)
+    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated)
 
 
 def run_sandboxed(request: dict, time_limit: float, *,
@@ -362,12 +417,14 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     stderr = (started.folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
     phase = phases[-1] if phases else ""
     waited = {"started_s_before": claimed - started.spawned, "run_s": seconds}
+    isolation_ = "namespaces" if started.isolated else "none"
     if timed_out:
-        return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped, process=waited)
+        return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped, process=waited,
+                              isolation=isolation_)
     measurement, problem = accept_result(bytes(result_reader.data), nonce)
     status = "ok" if measurement is not None and keeper.returncode == 0 else "crash"
     return SandboxOutcome(status, measurement if status == "ok" else None, keeper.returncode, stderr, seconds,
-                          phase, problem, escaped, waited)
+                          phase, problem, escaped, waited, isolation_)
 
 
 # The pre-started sandboxes run_sandboxed() claims from (profiler.sandbox.pool); they end

@@ -22,7 +22,10 @@ ALLOWED = frozenset({
 # Prefixes that pass through: the CUDA toolkit and driver's own settings.
 ALLOWED_PREFIXES = ("CUDA_", "NVIDIA_", "CUPY_", "CUDNN_", "NCCL_")
 # Set by the sandbox, whatever the caller's environment says.
-OWN = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR", "PYTHONPATH")
+OWN = ("HOME", "TMPDIR", "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR", "PYTHONPATH", "USER", "LOGNAME")
+# The user name tools ask for (getpass.getuser(), which names Inductor's cache folder): in
+# namespaces the candidate's uid may have no entry in /etc/passwd.
+SANDBOX_USER = "dice-sandbox"
 
 # The folder that holds the `profiler` package, so the child imports this same code.
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
@@ -48,6 +51,8 @@ def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str
         "CUPY_CACHE_DIR": str(home / "cache" / "cupy"),
         "PYTHONPATH": os.pathsep.join(python_path(source)),
         "PYTHONDONTWRITEBYTECODE": "1",
+        "USER": SANDBOX_USER,
+        "LOGNAME": SANDBOX_USER,
     })
     return env
 

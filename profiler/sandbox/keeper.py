@@ -12,6 +12,22 @@ The keeper runs no candidate code; the candidate can still kill it (same user), 
 judge notices (the keeper's exit status) and reports; see profiler.sandbox for the second
 net that follows. It imports nothing but the standard library, so that it starts in
 milliseconds, run by path with site and the environment ignored.
+
+With `--isolate` (profiler.sandbox decides, see isolation_available) the harness runs in
+namespaces of its own, made without privileges (a user namespace):
+- a PID namespace, of which the harness is the first process: the candidate sees no process
+  outside it, so it can signal none (`kill(-1, SIGKILL)` reaches its own processes only),
+  trace none and read no other process's memory or pipes through /proc; when the harness
+  ends, the kernel kills everything left in it;
+- a mount namespace with a /proc of that PID namespace, and every file system read-only
+  except the folders given with `--writable` (the sandbox's own folder, its build folder),
+  a private /dev/shm: the candidate cannot change the installed profiler, another sandbox's
+  folder, or anything the judge reads later;
+- inside, the candidate runs as an unprivileged user (the caller's own uid, or nobody's when
+  the caller is root), so it holds no capability to undo any of this.
+The keeper itself stays in the caller's PID namespace (it must see and kill what is below
+it). If the namespaces cannot be made, the keeper exits with ISOLATION_FAILED and says why on
+stderr; it never runs the harness less isolated than it was asked to.
 """
 
 from __future__ import annotations
@@ -26,6 +42,13 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 # Exit code of a keeper whose harness could not be started.
 EXEC_FAILED = 127
+# Exit code of a keeper asked to isolate the harness that could not (the reason on stderr).
+ISOLATION_FAILED = 125
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (Linux >= 5.12)
+AT_RECURSIVE, MOUNT_ATTR_RDONLY = 0x8000, 0x1
+NOBODY = 65534  # the uid and gid a root caller's candidate gets inside
 # Bytes one file may reach (a load_inline build writes object files of some hundred MB).
 FILE_SIZE_LIMIT = 8 << 30
 OPEN_FILES_LIMIT = 4096
@@ -46,6 +69,66 @@ def limit_resources(cpu_seconds: float) -> None:
 def _prctl(option: int, value: int) -> None:
     if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _libc_call(what: str, result: int) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as file:
+        file.write(text)
+
+
+def enter_namespaces() -> None:
+    """(the keeper, before it starts the harness) A user namespace, in which this process is
+    an unprivileged user with every capability, and a PID namespace that its next child is
+    the first process of. Raises OSError where the system does not allow it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.geteuid(), os.getegid()
+    _libc_call("unshare(user, pid)", libc.unshare(CLONE_NEWUSER | CLONE_NEWPID))
+    # Only one's own ids may be mapped; a root caller's become nobody's inside, so that
+    # whatever runs there as that user keeps no capability across exec.
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid if uid else NOBODY} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{gid if gid else NOBODY} {gid} 1\n")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _mount_setattr(path: str, recursive: bool, set_: int = 0, clear: int = 0) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = _MountAttr(set_, clear, 0, 0)
+    result = libc.syscall(SYS_MOUNT_SETATTR, -100, path.encode(), AT_RECURSIVE if recursive else 0,
+                          ctypes.byref(attr), ctypes.sizeof(attr))  # -100: AT_FDCWD
+    _libc_call(f"mount_setattr({path})", result)
+
+
+def confine(writable: list[str]) -> None:
+    """(the harness's process, first in the new PID namespace, before exec) A mount namespace
+    with a /proc of this PID namespace, a private /dev/shm, and everything read-only but
+    `writable`. Raises OSError where the system does not allow it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mount = libc.mount
+    mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _libc_call("unshare(mount)", libc.unshare(CLONE_NEWNS))
+    _libc_call("mount(/, private)", mount(None, b"/", None, MS_REC | MS_PRIVATE, None))
+    _libc_call("mount(/proc)", mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None))
+    if os.path.isdir("/dev/shm"):
+        _libc_call("mount(/dev/shm)", mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"))
+    paths = [os.path.realpath(p) for p in writable]
+    for path in paths:  # each its own mount, so that it can stay writable below
+        _libc_call(f"mount({path}, bind)", mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None))
+    _mount_setattr("/", recursive=True, set_=MOUNT_ATTR_RDONLY)
+    for path in [*paths, "/dev/shm"] if os.path.isdir("/dev/shm") else paths:
+        _mount_setattr(path, recursive=True, clear=MOUNT_ATTR_RDONLY)
+    # The working folder was entered before the mounts: enter it again, through them.
+    os.chdir(os.getcwd())
 
 
 def descendants(root: int) -> list[int]:
@@ -109,23 +192,44 @@ def _stop(*_) -> None:
     raise _Stop
 
 
+def _options(argv: list[str]) -> tuple[float, bool, list[str], list[str]]:
+    """CPU_SECONDS [--isolate] [--writable PATH]... -- ARGV..."""
+    ours, command = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    writable = [ours[i + 1] for i, arg in enumerate(ours) if arg == "--writable"]
+    return float(ours[0]), "--isolate" in ours, writable, command
+
+
 def main(argv: list[str]) -> int:
-    cpu_seconds = float(argv[0])
-    command = argv[argv.index("--") + 1:]
+    cpu_seconds, isolate, writable, command = _options(argv)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the judge died before prctl took effect
         return 1
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, _stop)
+    if isolate:
+        try:
+            enter_namespaces()
+        except OSError as exc:
+            print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+            return ISOLATION_FAILED
     harness = os.fork()
     if harness == 0:
+        code = EXEC_FAILED
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the keeper
+            if isolate:
+                code = ISOLATION_FAILED
+                try:
+                    confine(writable)
+                except OSError as exc:
+                    print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+                    raise
+                code = EXEC_FAILED
             limit_resources(cpu_seconds)
             os.execv(command[0], command)
         finally:
-            os._exit(EXEC_FAILED)
+            os._exit(code)
     # Only the harness holds the pipes to the judge: a copy here could be reopened through
     # /proc/KEEPER/fd by the candidate, after the harness closed its own.
     for fd in map(int, os.listdir("/proc/self/fd")):
@@ -149,5 +253,32 @@ def main(argv: list[str]) -> int:
     return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
+def probe() -> int:
+    """`keeper.py --probe`: 0 if this system lets the keeper isolate a harness (the whole
+    sequence, in a throwaway child), else ISOLATION_FAILED with the reason on stderr."""
+    child = os.fork()
+    if child == 0:
+        try:
+            enter_namespaces()
+            grandchild = os.fork()
+            if grandchild == 0:
+                try:
+                    confine([os.getcwd()])
+                    confined = os.getpid() == 1 and not os.access("/", os.W_OK) and os.access(".", os.W_OK)
+                    os._exit(0 if confined else ISOLATION_FAILED)
+                except OSError as exc:
+                    print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+                    os._exit(ISOLATION_FAILED)
+            _, status = os.waitpid(grandchild, 0)
+            os._exit(os.waitstatus_to_exitcode(status))
+        except OSError as exc:
+            print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+            os._exit(ISOLATION_FAILED)
+        finally:
+            os._exit(ISOLATION_FAILED)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(probe() if sys.argv[1:] == ["--probe"] else main(sys.argv[1:]))

@@ -144,6 +144,7 @@ for _so in _ext.parent.glob("*/{name}/*.so"):
     assert again.extra["builds"][0]["cached"] is False  # the tampered folder was emptied and built again
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_a_process_left_behind_dies_with_the_sandbox_while_the_gpu_is_used(tmp_path):
     pid_file = tmp_path / "escaped.pid"
     escape = cases.RELU_PROBLEM + f"""

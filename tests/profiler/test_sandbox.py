@@ -21,6 +21,7 @@ _spec.loader.exec_module(cases)
 BASELINE, candidate, _alive = cases.BASELINE, cases.candidate, cases.alive
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_hang_segfault_and_next_candidate(tmp_path):
     pid_file = tmp_path / "child.pid"
     hanging = candidate(
@@ -65,6 +66,7 @@ def test_cancel_kills_the_running_candidate():
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.usefixtures("unconfined")
 def test_a_runner_does_not_outlive_a_killed_judge(tmp_path):
     # The judge's process is killed (as a test timeout or a crashed server would): the
     # hanging candidate it started must die with it.

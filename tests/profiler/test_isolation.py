@@ -1,0 +1,160 @@
+"""Sandboxes in namespaces of their own (profiler.sandbox.keeper --isolate), for real on the
+CPU: a KernelBench candidate's module code runs in the sandbox before any GPU is asked for,
+so a hostile one can be watched here. What it saw comes back the only way a candidate's words
+reach the judge: the message of its failure (the last line of its stderr).
+
+Where the system allows no unprivileged namespaces these tests are skipped with the probe's
+reason; tests/conftest.py's `unconfined` runs the keeper's own tests without namespaces.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import profiler
+from profiler.judge import _kernelbench_request
+from profiler.sandbox import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem, run_started, start_harness
+from profiler.sandbox.environment import PACKAGE_ROOT
+from profiler.sandbox.pool import SandboxPool, warm_kind
+
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+cases = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cases)
+
+_problem = isolation_problem()
+needs_namespaces = pytest.mark.skipif(_problem is not None, reason=f"no unprivileged namespaces here: {_problem}")
+
+
+def _judge(module_code: str):
+    (verdict,) = profiler.judge(cases.BASELINE, [cases.candidate(module_code)], "relu.py", time_limit=30.0)
+    return verdict
+
+
+def _alive_with(token: str) -> list[int]:
+    """Host pids of live processes whose command line holds `token`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if token.encode() in cmdline.read() and cases.alive(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@needs_namespaces
+def test_a_candidate_that_kills_every_process_it_can_reaches_only_its_own():
+    sentinel = subprocess.Popen(["sleep", "600"])  # a process of the same user, outside
+    try:
+        verdict = _judge("""
+import os, signal
+try:
+    os.kill(-1, signal.SIGKILL)  # every process this user may signal
+except ProcessLookupError:
+    pass
+seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+for pid in seen:
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+raise RuntimeError(f"pid {os.getpid()} parent {os.getppid()} saw {seen}")
+""")
+        assert sentinel.poll() is None, "a process outside the sandbox was killed"
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+    # a crash on a GPU machine; without one, "no_gpu" with the reason it could not be built
+    assert verdict.status in ("crash", "no_gpu") and "pid 1 parent 0 saw [1]" in verdict.message, verdict.message
+    assert verdict.extra["isolation"] == "namespaces"
+
+
+@needs_namespaces
+def test_the_file_system_is_read_only_to_a_candidate_but_its_own_folder(tmp_path):
+    outside = tmp_path / "planted.txt"
+    package = Path(PACKAGE_ROOT) / "profiler" / f"planted_{secrets.token_hex(4)}.py"
+    verdict = _judge(f"""
+import os
+said = []
+for path in ({str(outside)!r}, {str(package)!r}, os.path.join(os.environ["HOME"], "mine.txt"),
+             os.path.join(os.getcwd(), "here.txt"), "/dev/shm/shared.txt"):
+    try:
+        with open(path, "w") as file:
+            file.write("x")
+        said.append("wrote")
+    except OSError as exc:
+        said.append(type(exc).__name__ + str(exc.errno))
+raise RuntimeError("writes: " + " ".join(said))
+""")
+    assert not outside.exists() and not package.exists()
+    # EROFS (30) outside; its HOME, its working folder and a /dev/shm of its own are writable
+    assert "writes: OSError30 OSError30 wrote wrote wrote" in verdict.message, verdict.message
+    assert not Path("/dev/shm/shared.txt").exists()
+
+
+@needs_namespaces
+def test_a_process_that_leaves_the_session_dies_with_the_namespace():
+    token = f"600.{secrets.randbelow(10**6):06d}"  # sleep's argument, found in the host's /proc
+    verdict = _judge(f"""
+import os, subprocess, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        subprocess.Popen(["sleep", {token!r}], start_new_session=True)
+        time.sleep(600)
+    os._exit(0)
+time.sleep(1.0)
+""")
+    assert verdict.extra["isolation"] == "namespaces"
+    deadline = time.monotonic() + 5.0
+    while _alive_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _alive_with(token)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "a process the candidate started outlived its sandbox"
+
+
+@pytest.mark.usefixtures("unconfined")
+def test_without_namespaces_the_verdict_says_so():
+    verdict = _judge("")
+    assert verdict.extra["isolation"] == "none"
+
+
+def test_an_unknown_isolation_setting_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(ISOLATION_ENV, "sometimes")
+    with pytest.raises(IsolationUnavailable, match="expected one of auto, on, off"):
+        isolation()
+
+
+def test_kernelbench_runs_are_pre_started_only_in_namespaces(monkeypatch):
+    monkeypatch.setenv(ISOLATION_ENV, "off")
+    assert warm_kind("kernelbench") is None and warm_kind("torch_compile") is None
+    assert warm_kind("cuda") == "cuda"
+    monkeypatch.setenv(ISOLATION_ENV, "auto")
+    assert warm_kind("kernelbench") == ("torch" if _problem is None else None)
+
+
+@needs_namespaces
+def test_a_pre_started_kernelbench_sandbox_runs_in_namespaces():
+    pool = SandboxPool(start_harness, keep=lambda: 1)
+    try:
+        pool.reserve("kernelbench", 60.0, 1)
+        spare = pool.claim("kernelbench", 60.0)
+        assert spare is not None and spare.isolated
+        request = _kernelbench_request(cases.BASELINE, None, "relu.py", 60.0)
+        outcome = run_started(spare, request, 60.0, None)
+    finally:
+        pool.shutdown()
+    assert outcome.isolation == "namespaces" and outcome.process["started_s_before"] > 0
+    assert outcome.result is not None, outcome.stderr_tail  # Model alone ran (on a CPU: "no GPU")

@@ -26,6 +26,8 @@ from dice_lsp.bench.problems import discover  # noqa: E402
 from dice_lsp.bench.solutions import correct_control, solution_files  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
 from profiler.judge import KernelBenchProblem, torch_compile_baseline  # noqa: E402
+from profiler.sandbox import POOL, isolation  # noqa: E402
+from profiler.sandbox.pool import kept, warm_kind  # noqa: E402
 
 CONTROLS = REPO / "benchmarks" / "kernelbench_controls"
 STEPS = ("build", "reference", "verdict", "torch.compile")
@@ -43,6 +45,11 @@ def main() -> int:
     picked = [(problem, control) for problem in problems
               if (control := correct_control(str(problem.path), controls)) is not None]
     rows = []
+    # As dice bench's worker does: Model alone and torch.compile(Model) in pre-started
+    # sandboxes, where sandboxes are isolated (profiler.sandbox.pool.warm_kind).
+    POOL.reserve("kernelbench", 300.0, 2)
+    print(f"sandboxes isolated: {isolation()}; Model alone and torch.compile pre-started: "
+          f"{warm_kind('kernelbench') is not None} ({kept()} spares)", flush=True)
     for problem, control in picked[: args.problems]:
         baseline = problem.path.read_text()
         # A comment of its own: no build of an earlier run of this script is found.
@@ -68,6 +75,7 @@ def main() -> int:
                 row["phases"][step] = list(heard)
                 if step == "verdict":
                     row["status"] = result.status
+                    row["isolation"] = result.extra.get("isolation")
                     row["harness"] = (result.extra.get("phases") or {}).get("harness")
                 print(f"{problem.path.name:40} {step:14} {row['seconds'][step]:7.2f} s  phases {heard}", flush=True)
         finally:

@@ -36,7 +36,8 @@ from typing import Any
 NICE = 19
 # Phases of a GPU run during which builds may go on: nothing of it is on the GPU yet, or
 # torch.compile is compiling (CPU). From any other phase to the end of the run they stop.
-BUILDS_MAY_RUN = ("start-up", "load baseline", "compile", "compile baseline", "torch.compile")
+# A pre-started sandbox (profiler.sandbox.pool) reports its warm-up phases at its claim.
+BUILDS_MAY_RUN = ("start-up", "warm-up", "ready", "load baseline", "compile", "compile baseline", "torch.compile")
 # How often stopped builds are looked for again (a build thread may start one meanwhile).
 RESCAN_S = 0.5
 
@@ -177,6 +178,13 @@ class Pipeline:
                     self.builds[job["id"]] = {}
             else:
                 self.events.phase(job["id"], "waiting for GPU")
+        kernelbench = [job for job in self.jobs if profiler.is_kernelbench(job["path"])]
+        if kernelbench:
+            # Model alone and torch.compile(Model) of each problem run in pre-started sandboxes
+            # where sandboxes are isolated (profiler.sandbox.pool.warm_kind): have them ready.
+            from profiler.sandbox import POOL
+
+            POOL.reserve("kernelbench", kernelbench[0]["time_limit"], 2)
         for job in self.jobs:
             if self.stopping.is_set():
                 return

@@ -70,14 +70,22 @@ def warm_up(kind: str) -> None:
     what `kind` needs, with the harness's own inputs only. Best effort: what fails here fails
     again, and is reported, when the request runs."""
     Phase.set("warm-up")
-    if kind == "cuda":
-        try:
+    try:
+        if kind == "cuda":
             from profiler.run.cuda import warm_up as warm_cuda
 
             with Phase.quiet():
                 warm_cuda()
-        except Exception:
-            traceback.print_exc()
+        elif kind == "torch":  # a KernelBench request: torch, its CUDA context, the runner
+            import torch
+
+            import profiler.run.kernelbench  # noqa: F401
+
+            if torch.cuda.is_available():
+                torch.empty(1, device="cuda")
+                torch.cuda.synchronize()
+    except Exception:
+        traceback.print_exc()
     Phase.set(READY)
 
 

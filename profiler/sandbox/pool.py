@@ -34,9 +34,24 @@ MAX_SPARES = 8  # at most this many at once, however many candidates are announc
 WARM_LIMIT_S = 120.0
 IDLE_S = 600.0
 CHECK_S = 1.0  # how often the pool's thread looks at its spares when nothing wakes it
-# Request kinds that get pre-started processes: a .cu request runs no candidate host code,
-# and its set-up (CuPy, the CUDA context, NVRTC) is the same for every candidate.
-POOLED_KINDS = ("cuda",)
+
+
+def warm_kind(kind: str) -> str | None:
+    """The set-up a spare does for a request of `kind` (profiler.run.harness.warm_up), or None:
+    such requests start a fresh process.
+    - "cuda": a .cu request runs no candidate host code, and its set-up (CuPy, the CUDA
+      context) is the same for every candidate.
+    - "torch" (torch imported, its CUDA context made): KernelBench requests, the ones without
+      a build folder of their own (Model alone, torch.compile(Model)), and only where sandboxes
+      run in namespaces of their own (profiler.sandbox.isolation): a KernelBench candidate's
+      Python runs in its process, and a spare waiting beside it must be out of its reach."""
+    if kind == "cuda":
+        return "cuda"
+    if kind in ("kernelbench", "torch_compile"):
+        from profiler.sandbox import isolation
+
+        return "torch" if isolation() else None
+    return None
 
 
 def kept() -> int:
@@ -52,15 +67,17 @@ def enabled() -> bool:
 
 
 class SandboxPool:
-    """Spares for requests of one kind and time limit (a request for another starts fresh,
-    and the pool turns to it)."""
+    """Spares of one set-up and time limit (a request that needs another starts fresh, and the
+    pool turns to it)."""
 
-    def __init__(self, start: Callable, kinds: tuple[str, ...] = POOLED_KINDS, keep: Callable[[], int] = kept,
-                 warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S):
-        """`start(time_limit, warm=kind)` starts a spare (profiler.sandbox.start_harness)."""
-        self.start, self.kinds, self.keep, self.warm_limit_s, self.idle_s = start, kinds, keep, warm_limit_s, idle_s
+    def __init__(self, start: Callable, warm_for: Callable[[str], str | None] = warm_kind,
+                 keep: Callable[[], int] = kept, warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S):
+        """`start(time_limit, warm=setup)` starts a spare (profiler.sandbox.start_harness);
+        `warm_for(request kind)` is the set-up a request of that kind needs, or None (not pooled)."""
+        self.start, self.warm_for, self.keep = start, warm_for, keep
+        self.warm_limit_s, self.idle_s = warm_limit_s, idle_s
         self.spares: list = []  # profiler.sandbox.Started, oldest first
-        self.target: tuple[str, float] | None = None  # (kind, time_limit) the spares are for
+        self.target: tuple[str, float] | None = None  # (set-up, time_limit) the spares are for
         self.pending = 0  # candidates announced by reserve() and not yet claimed
         self.last_used = time.monotonic()
         self.replaced = 0  # spares killed unused (dead, not ready in time, or of an old target)
@@ -78,12 +95,13 @@ class SandboxPool:
 
     def reserve(self, kind: str, time_limit: float, count: int) -> None:
         """`count` requests of this kind are coming: have spares started for them now."""
-        if kind not in self.kinds or self.keep() <= 0:
+        setup = self.warm_for(kind)
+        if setup is None or self.keep() <= 0:
             return
         with self._lock:
             if self._closed:
                 return
-            self._retarget(kind, time_limit)
+            self._retarget(setup, time_limit)
             self.pending = min(MAX_SPARES, self.pending + count)
             self.last_used = time.monotonic()
         self._ensure_thread()
@@ -101,15 +119,16 @@ class SandboxPool:
         once its warm-up has ended: a spare that dies in its warm-up (or is not ready within
         warm_limit_s) is discarded and None returned, so that its death is never the verdict
         of the candidate it was meant for."""
-        if kind not in self.kinds or self.keep() <= 0:
+        setup = self.warm_for(kind)
+        if setup is None or self.keep() <= 0:
             return None
         with self._lock:
             if self._closed:
                 return None
             self.last_used = time.monotonic()
             self.pending = max(0, self.pending - 1)
-            if self.target != (kind, time_limit):
-                self._retarget(kind, time_limit)
+            if self.target != (setup, time_limit):
+                self._retarget(setup, time_limit)
                 found = None
             else:
                 alive = [s for s in self.spares if s.alive()]
@@ -150,10 +169,10 @@ class SandboxPool:
 
     # ------------------------------------------------------------------ the pool's thread
 
-    def _retarget(self, kind: str, time_limit: float) -> None:
-        """(under the lock) Spares for another kind or limit are no use: they go."""
-        if self.target != (kind, time_limit):
-            self.target = (kind, time_limit)
+    def _retarget(self, setup: str, time_limit: float) -> None:
+        """(under the lock) Spares of another set-up or limit are no use: they go."""
+        if self.target != (setup, time_limit):
+            self.target = (setup, time_limit)
             self._stale += self.spares
             self.spares = []
 

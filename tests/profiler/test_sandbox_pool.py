@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from profiler.judge import _kernelbench_request
 from profiler.sandbox import MARKER, run_started, start_harness
 from profiler.sandbox.pool import SandboxPool
@@ -26,7 +28,16 @@ _spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).w
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 
+# The spares report what they see in a file of tmp_path, and their host pids.
+pytestmark = pytest.mark.usefixtures("unconfined")
 KIND = "kernelbench"
+
+
+def _only_kernelbench(kind: str) -> str | None:
+    """Pool KernelBench requests, with a set-up the harness does not know (so none: these
+    spares are ready in milliseconds; test_isolation.py pools the real "torch" set-up)."""
+    return KIND if kind == KIND else None
+
 LIMIT = 60.0
 RECORD = """
 import json, os, resource
@@ -63,7 +74,7 @@ def _run(started, record: Path):
 
 
 def test_a_spare_is_a_fresh_sandbox_that_started_earlier(tmp_path):
-    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, warm_for=_only_kernelbench, keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         (spare,) = _ready(pool, 1)
@@ -84,7 +95,7 @@ def test_a_spare_is_a_fresh_sandbox_that_started_earlier(tmp_path):
 
 
 def test_a_spare_runs_one_request_and_ends(tmp_path):
-    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, warm_for=_only_kernelbench, keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         first = pool.claim(KIND, LIMIT)
@@ -102,7 +113,7 @@ def test_a_spare_runs_one_request_and_ends(tmp_path):
 
 
 def test_a_killed_spare_is_replaced(tmp_path):
-    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 1)
+    pool = SandboxPool(start_harness, warm_for=_only_kernelbench, keep=lambda: 1)
     try:
         pool.reserve(KIND, LIMIT, 1)
         (spare,) = _ready(pool, 1)
@@ -128,7 +139,7 @@ def test_a_spare_that_never_gets_ready_is_replaced():
             stuck.append(started)
         return started
 
-    pool = SandboxPool(start, kinds=(KIND,), keep=lambda: 1, warm_limit_s=1.0)
+    pool = SandboxPool(start, warm_for=_only_kernelbench, keep=lambda: 1, warm_limit_s=1.0)
     try:
         pool.reserve(KIND, LIMIT, 1)
         _wait(lambda: bool(stuck))
@@ -140,7 +151,7 @@ def test_a_spare_that_never_gets_ready_is_replaced():
 
 
 def test_shutdown_kills_every_spare_and_removes_its_folder():
-    pool = SandboxPool(start_harness, kinds=(KIND,), keep=lambda: 2)
+    pool = SandboxPool(start_harness, warm_for=_only_kernelbench, keep=lambda: 2)
     pool.reserve(KIND, LIMIT, 2)
     spares = _ready(pool, 2)
     pool.shutdown()
@@ -192,7 +203,7 @@ def test_a_spare_that_never_ends_its_warm_up_is_not_handed_a_request():
         stopped.append(started)
         return started
 
-    pool = SandboxPool(start, kinds=(KIND,), keep=lambda: 1, warm_limit_s=2.0)
+    pool = SandboxPool(start, warm_for=_only_kernelbench, keep=lambda: 1, warm_limit_s=2.0)
     try:
         pool.reserve(KIND, LIMIT, 1)
         _wait(lambda: bool(stopped) and bool(pool.spares))

@@ -125,8 +125,10 @@ def confine(writable: list[str]) -> None:
     for path in paths:  # each its own mount, so that it can stay writable below
         _libc_call(f"mount({path}, bind)", mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None))
     _mount_setattr("/", recursive=True, set_=MOUNT_ATTR_RDONLY)
-    for path in [*paths, "/dev/shm"] if os.path.isdir("/dev/shm") else paths:
-        _mount_setattr(path, recursive=True, clear=MOUNT_ATTR_RDONLY)
+    # This PID namespace's /proc stays writable: the CUDA driver writes there (on a read-only
+    # /proc it fails to start, error 304), and it holds only this namespace's processes.
+    for path in [*paths, "/proc", *(["/dev/shm"] if os.path.isdir("/dev/shm") else [])]:
+        _mount_setattr(path, recursive=path != "/proc", clear=MOUNT_ATTR_RDONLY)
     # The working folder was entered before the mounts: enter it again, through them.
     os.chdir(os.getcwd())
 

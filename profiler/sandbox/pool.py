@@ -41,7 +41,7 @@ def warm_kind(kind: str) -> str | None:
     such requests start a fresh process.
     - "cuda": a .cu request runs no candidate host code, and its set-up (CuPy, the CUDA
       context) is the same for every candidate.
-    - "torch" (torch imported, its CUDA context made): KernelBench requests, the ones without
+    - "torch" (torch and the runner imported; no CUDA context, see harness.warm_up): KernelBench requests, the ones without
       a build folder of their own (Model alone, torch.compile(Model)), and only where sandboxes
       run in namespaces of their own (profiler.sandbox.isolation): a KernelBench candidate's
       Python runs in its process, and a spare waiting beside it must be out of its reach."""

@@ -125,6 +125,7 @@ def test_a_hidden_patch_of_model_is_caught_by_model_run_apart():
     assert honest.correct is True and honest.extra["checked_apart"] == 5, honest.message  # 4 sets + the timed inputs
 
 
+@pytest.mark.usefixtures("unconfined")  # in namespaces the poisoning write itself fails (read-only)
 def test_a_poisoned_build_is_not_loaded_by_the_next_run(kernelbench_dir):
     problem = (kernelbench_dir / "level1" / "12_Matmul_with_diagonal_matrices_.py").read_text()
     name = f"diag_poison_{uuid.uuid4().hex[:8]}"

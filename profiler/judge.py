@@ -341,9 +341,11 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
+        ran = verdict
         verdict = _compile_only(candidate, path) or verdict
         if flags:
             verdict.extra["flags"] = flags
+        verdict.extra.setdefault("isolation", ran.extra.get("isolation"))  # how its module ran
     return verdict
 
 

@@ -121,3 +121,56 @@ def test_a_problem_that_breaks_is_recorded_and_the_run_goes_on(
     relu = run.tasks["level1/19_ReLU"].candidates[0].verdict
     assert relu["status"] in ("crash", "error", "no_gpu") and relu["correct"] is not True
     assert "no_such_module_anywhere" in json.dumps(relu)
+
+
+def test_a_hostile_candidate_reaches_neither_the_bench_nor_its_results(
+    control_problems: Path, correct_controls: Path, tmp_path: Path
+) -> None:
+    from profiler.sandbox import isolation_problem
+
+    if (problem := isolation_problem()) is not None:
+        pytest.skip(f"no unprivileged namespaces here: {problem}")
+    import subprocess
+
+    out = tmp_path / "out"
+    planted = Path(__file__).resolve().parents[2] / "dice_lsp" / "planted_by_a_candidate.py"
+    relu = control_problems / "level1" / "19_ReLU.py"
+    hostile = correct_controls / "level1" / "19_ReLU.hostile.py"
+    # It loads as a module (so it runs here, without a GPU): it kills every process it can
+    # see or signal, and tries to forge the run's results and plant code in the package.
+    hostile.write_text(f"""
+import os, signal
+for target in ({str(out / "results.json")!r}, {str(planted)!r}):
+    try:
+        with open(target, "w") as file:
+            file.write('{{"forged": true}}')
+    except OSError:
+        pass
+# Only where it is the first process of a PID namespace: should a bug leave it outside one,
+# the assertions below fail instead of the test killing the machine's processes.
+if os.getpid() == 1:
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+""" + (correct_controls / "level1" / "19_ReLU.correct.py").read_text())
+    sentinel = subprocess.Popen(["sleep", "600"])
+    try:
+        assert bench(str(relu), "--solutions", str(correct_controls), "--out", str(out)) == 0
+        assert sentinel.poll() is None, "the candidate killed a process outside its sandbox"
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+    assert not planted.exists()
+    run = load(out)  # the results are the bench's own, not the forged file
+    (record,) = run.tasks.values()
+    assert record.state == "done" and len(record.candidates) == 2
+    for candidate in record.candidates:
+        assert candidate.verdict["extra"]["isolation"] == "namespaces"
+        assert candidate.verdict["status"] == "no_gpu"  # both load; no GPU to time them

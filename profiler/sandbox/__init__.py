@@ -25,6 +25,7 @@ process's stderr; the caller's process is never at risk.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import secrets
 import shutil
@@ -102,6 +103,11 @@ def isolation() -> bool:
     problem = isolation_problem()
     if problem is not None and mode == "on":
         raise IsolationUnavailable(f"{ISOLATION_ENV}=on, but this system cannot isolate a sandbox: {problem}")
+    if problem is not None and not _probed.get("warned"):
+        _probed["warned"] = "yes"
+        logging.getLogger(__name__).warning(
+            "candidates run without namespaces of their own (%s): they run as you, beside you; "
+            "%s=on refuses to judge without them", problem, ISOLATION_ENV)
     return problem is None
 
 

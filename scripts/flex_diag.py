@@ -1,6 +1,6 @@
 """Where the `flex` decoding path goes wrong, on the GPU machine (from the repository root):
 
-    python3 scripts/flex_diag.py
+    python3 scripts/flex_diag.py [--part all|attention|model]
 
 Part 1, attention alone: one decoding window's attention (8 query rows of 8 candidates; 4 query
 heads over 2 key/value heads at head dimension 16, as part 2's model, 16 over 8 at 128 as
@@ -19,9 +19,11 @@ On the H200 with torch 2.11 (2026-12-03; docs/device-runs/2026-12-03/session6/fl
 part 1 is right in every variant (fp32 at most 6e-7 off, bf16 8e-4); in part 2 compiled flex is
 1.49 off with the kernel flex picks (its split-KV decoding kernel) and 3.1e-6 with the general
 kernel forced, which engine.model.FLEX_KERNEL_OPTIONS now does (eager flex 4.2e-6, compiled
-SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. The
-"q-transposed" variant and the model with its query made contiguous (decoding kernel) test
-whether that layout is what the decoding kernel gets wrong (not yet run on the GPU).
+SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. Session 7
+(docs/device-runs/2026-12-03/session7/flex_diag.log): the "q-transposed" variants of part 1 are
+right through the decoding kernel too, so the layout alone is not what it gets wrong; the
+model with its query made contiguous (now part 2's first case, `--part model`) did not run
+before the call's limit.
 """
 
 from __future__ import annotations
@@ -116,7 +118,9 @@ def model_part(device: torch.device) -> None:
 
     with torch.no_grad():
         reference = window(StaticForward)
-        for options, attend in ((None, plain_attention), (FORCE, plain_attention), (None, contiguous_attention)):
+        # The open question first (session 7 ran out of time before it): the decoding kernel
+        # with the query made contiguous.
+        for options, attend in ((None, contiguous_attention), (None, plain_attention), (FORCE, plain_attention)):
             engine_model.FLEX_KERNEL_OPTIONS = options
             engine_model.flex_grouped_attention = attend
             label = f"{options}{', q made contiguous' if attend is contiguous_attention else ''}"
@@ -136,10 +140,19 @@ def model_part(device: torch.device) -> None:
 
 
 def main() -> None:
-    device = torch.device(sys.argv[1] if len(sys.argv) > 1 else "cuda")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Where the flex decoding path goes wrong.")
+    parser.add_argument("device", nargs="?", default="cuda")
+    parser.add_argument("--part", choices=("all", "attention", "model"), default="all",
+                        help="part 1 (attention alone), part 2 (the model), or both")
+    args = parser.parse_args()
+    device = torch.device(args.device)
     print("torch", torch.__version__, torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", flush=True)
-    attention_part(device)
-    model_part(device)
+    if args.part in ("all", "attention"):
+        attention_part(device)
+    if args.part in ("all", "model"):
+        model_part(device)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ judge notices (the keeper's exit status) and reports; see profiler.sandbox for t
 net that follows. It imports nothing but the standard library, so that it starts in
 milliseconds, run by path with site and the environment ignored.
 
-With `--isolate` (profiler.sandbox decides, see isolation_available) the harness runs in
+With `--isolate` (profiler.sandbox decides, see its isolation()) the harness runs in
 namespaces of its own, made without privileges (a user namespace):
 - a PID namespace, of which the harness is the first process: the candidate sees no process
   outside it, so it can signal none (`kill(-1, SIGKILL)` reaches its own processes only),

@@ -1,5 +1,6 @@
 """Pre-started sandbox processes: a harness that has already started, imported what its kind
-of request needs and (on a GPU) made its CUDA context, waiting for the one request it will run.
+of request needs and (for a .cu request, on a GPU) made its CUDA context, waiting for the one
+request it will run (warm_kind says which requests are pre-started, with which set-up).
 
 A spare is a sandbox like any other (profiler.sandbox.start_harness: the same allowlisted
 environment, resource limits, fresh folder, keeper, pipes); it only starts earlier. It is
@@ -41,10 +42,11 @@ def warm_kind(kind: str) -> str | None:
     such requests start a fresh process.
     - "cuda": a .cu request runs no candidate host code, and its set-up (CuPy, the CUDA
       context) is the same for every candidate.
-    - "torch" (torch and the runner imported; no CUDA context, see harness.warm_up): KernelBench requests, the ones without
-      a build folder of their own (Model alone, torch.compile(Model)), and only where sandboxes
-      run in namespaces of their own (profiler.sandbox.isolation): a KernelBench candidate's
-      Python runs in its process, and a spare waiting beside it must be out of its reach."""
+    - "torch" (torch and the runner imported; no CUDA context, see harness.warm_up):
+      KernelBench requests without a build folder of their own (Model alone,
+      torch.compile(Model)), and only where sandboxes run in namespaces of their own
+      (profiler.sandbox.isolation): a KernelBench candidate's Python runs in its process, and
+      a spare waiting beside it must be out of its reach."""
     if kind == "cuda":
         return "cuda"
     if kind in ("kernelbench", "torch_compile"):

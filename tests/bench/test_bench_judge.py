@@ -60,6 +60,7 @@ def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyP
         run_worker(job, None)
 
 
+@pytest.mark.usefixtures("unconfined")  # the candidate reports its pid in a file of tmp_path
 def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "sandbox.pid"
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
@@ -82,6 +83,7 @@ def test_stopping_a_worker_ends_the_sandbox_it_started(kernelbench_dir: Path, tm
     assert gone(sandbox_pid, 5), f"sandbox process {sandbox_pid} outlived its stopped worker"
 
 
+@pytest.mark.usefixtures("unconfined")  # the candidate reports its pid in a file of tmp_path
 def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_dir: Path, tmp_path: Path) -> None:
     """SIGKILL (or a closed terminal) gives `dice bench` no chance to stop its workers, which
     live in sessions of their own: they must die with it rather than judge on."""
@@ -109,6 +111,7 @@ def test_killing_dice_bench_outright_ends_its_workers_and_sandboxes(kernelbench_
         pytest.fail(f"sandbox process {sandbox_pid} outlived the killed dice bench")
 
 
+@pytest.mark.usefixtures("unconfined")  # the candidate reports its pid in a file of tmp_path
 def test_ctrl_c_stops_dice_bench_within_seconds_and_starts_no_queued_problem(
         kernelbench_dir: Path, tmp_path: Path) -> None:
     """SIGINT as a terminal sends it: the running problem is stopped, and the problems still

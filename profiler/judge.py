@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,7 +25,8 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import POOL, Cancelled, SandboxOutcome, pool, run_sandboxed
+from profiler.sandbox import (POOL, Cancelled, SandboxOutcome, Started, isolation, pool, run_sandboxed,
+                              run_started, start_harness)
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -300,17 +303,25 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
 
 def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit: float, should_cancel,
                      builds: VerifiedBuilds | None, env: dict[str, str] | None = None, inputs: dict | None = None,
-                     on_phase=None):
+                     on_phase=None, started: Started | None = None):
     """One sandboxed run of a KernelBench request, in the candidate's own verified build
-    folder when `builds` holds one."""
+    folder when `builds` holds one (or in `started`, a sandbox already started in it)."""
     request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
-    return _run_in_build_folder(request, candidate, builds, time_limit, should_cancel, env=env, on_phase=on_phase)
+    return _run_in_build_folder(request, candidate, builds, time_limit, should_cancel, env=env, on_phase=on_phase,
+                                started=started)
 
 
 def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBuilds | None, time_limit: float,
-                         should_cancel, env: dict[str, str] | None = None, on_phase=None) -> SandboxOutcome:
+                         should_cancel, env: dict[str, str] | None = None, on_phase=None,
+                         started: Started | None = None) -> SandboxOutcome:
     """run_sandboxed, in `document`'s own verified build folder when there is a store (and a
-    document: Model alone builds nothing of a candidate's)."""
+    document: Model alone builds nothing of a candidate's). `started`: a sandbox started
+    earlier in that folder (KernelBenchProblem.prestart, which holds the folder meanwhile)."""
+    if started is not None:
+        try:
+            return run_started(started, request, time_limit, should_cancel, on_phase)
+        finally:
+            shutil.rmtree(started.folder, ignore_errors=True)
     if builds is None or document is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, on_phase=on_phase)
     with builds.folder(VerifiedBuilds.key(document, request["cuda_arch"])) as folder:
@@ -320,7 +331,7 @@ def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBu
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
                          should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
-                         reference: Reference | None = None, on_phase=None) -> Verdict:
+                         reference: Reference | None = None, on_phase=None, started: Started | None = None) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
@@ -329,7 +340,7 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     flags = static_flags(candidate, baseline) if candidate is not None else []
     reference = reference or Reference()
     outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
-                               inputs=reference.inputs, on_phase=on_phase)
+                               inputs=reference.inputs, on_phase=on_phase, started=started)
     verdict = from_outcome(outcome, flags=flags)
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
@@ -346,6 +357,8 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
         if flags:
             verdict.extra["flags"] = flags
         verdict.extra.setdefault("isolation", ran.extra.get("isolation"))  # how its module ran
+    # started_s_before (0: started at its turn; more: pre-started) and run_s, by the judge's clock
+    verdict.extra.setdefault("phases", {}).update(outcome.process)
     return verdict
 
 
@@ -428,6 +441,8 @@ class KernelBenchProblem:
         self._own_builds = not reuse_builds()
         self.builds = VerifiedBuilds() if self._own_builds else process_builds()
         self.reference_run = Reference()
+        # Sandboxes started ahead for a candidate's verdict, each holding its build folder.
+        self._ready: dict[str, tuple[ExitStack, Started]] = {}
 
     def buildable(self, candidates: list[str | None]) -> list[str]:
         """The candidates worth building ahead (each once); none without a GPU to build for."""
@@ -457,13 +472,46 @@ class KernelBenchProblem:
         self.reference_run = Reference(reference_ms(outcome), reference_samples(outcome), inputs)
         return self.reference_run
 
+    def prestart(self, candidate: str | None) -> None:
+        """Start now the sandbox `candidate`'s verdict will run in (its build folder checked
+        out and held until then), so that its start-up (interpreter, torch's import: about
+        3 s) overlaps the GPU step before it. Only where sandboxes are pre-started at all and
+        isolated (profiler.sandbox.pool.warm_kind's reason: the candidate run meanwhile must
+        not reach it, nor its build folder), for a candidate that parses, whose folder no
+        other run holds. Best effort: otherwise its verdict starts its sandbox at its turn."""
+        if (candidate is None or candidate in self._ready or not pool.enabled() or not isolation()
+                or python_check(candidate, self.path)):
+            return
+        stack = ExitStack()
+        try:
+            folder = stack.enter_context(self.builds.folder(VerifiedBuilds.key(candidate, compute_capability()),
+                                                            wait=False))
+            if folder is None:
+                stack.close()
+                return
+            started = start_harness(self.time_limit, extensions=folder, warm="torch")
+        except Exception:  # noqa: BLE001 - starting ahead decides nothing; the verdict starts its own
+            stack.close()
+            return
+        self._ready[candidate] = (stack, started)
+
     def verdict(self, candidate: str | None) -> Verdict:
         # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
-        return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
-                                    with_compile=False, builds=self.builds, reference=self.reference_run,
-                                    on_phase=self.on_phase)
+        stack, started = self._ready.pop(candidate, (None, None)) if candidate is not None else (None, None)
+        try:
+            return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
+                                        with_compile=False, builds=self.builds, reference=self.reference_run,
+                                        on_phase=self.on_phase, started=started)
+        finally:
+            if started is not None:
+                started.discard()  # ended by its run; killed if the verdict did not need it
+                stack.close()  # the build folder back (its digest recorded)
 
     def close(self) -> None:
+        for stack, started in self._ready.values():
+            started.discard()
+            stack.close()
+        self._ready.clear()
         if self._own_builds:
             self.builds.close()
 
@@ -482,8 +530,16 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
             with ThreadPoolExecutor(jobs, thread_name_prefix="dice-build-ahead") as executor:
                 for _ in executor.map(problem.build, todo):  # re-raises Cancelled; the others see should_cancel too
                     pass
+        # Each candidate's sandbox starts while the GPU step before it runs (where that is safe).
+        problem.prestart(candidates[0] if candidates else None)
         problem.reference(candidates)
-        return _each(candidates, on_progress, should_cancel, problem.verdict)
+        upcoming = iter(candidates[1:])
+
+        def judge_one(candidate: str | None) -> Verdict:
+            problem.prestart(next(upcoming, None))
+            return problem.verdict(candidate)
+
+        return _each(candidates, on_progress, should_cancel, judge_one)
     finally:
         problem.close()
 

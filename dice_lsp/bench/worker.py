@@ -15,7 +15,9 @@ The pipeline (KernelBench problems; a `.cu` problem is judged as profiler.judge 
   ahead); what a build does decides nothing, its judging run finds it or builds again;
 - GPU, one problem after the other: Model alone once (the reference every candidate's run
   must agree with), then each candidate as soon as its build is done, then, for the best
-  correct candidate, torch.compile(Model) once (the second baseline, `profile`);
+  correct candidate, torch.compile(Model) once (the second baseline, `profile`); where
+  sandboxes are isolated, each of these starts its sandbox while the step before it runs
+  (pre-started spares; KernelBenchProblem.prestart for a candidate's);
 - while a GPU run is past its start-up (loading, checks, timing), the build processes are
   stopped (SIGSTOP, SIGCONT after it), so that the run has the machine to itself.
 """
@@ -244,12 +246,16 @@ class Pipeline:
 
         documents = job["documents"]
         self.events.phase(job["id"], "timing")
+        # Each candidate's sandbox starts while the GPU step before it runs, once its build is
+        # done (KernelBenchProblem.prestart: only where that is safe).
+        self._prestart(job, problem, documents[0] if documents else None)
         self._on_gpu(problem.reference, documents)
         verdicts = []
-        for document in documents:
+        for index, document in enumerate(documents):
             build = self.builds.get(job["id"], {}).get(document)
             if build is not None:
                 wait([build])  # its failure decides nothing: judging builds again and says why
+            self._prestart(job, problem, documents[index + 1] if index + 1 < len(documents) else None)
             verdicts.append(self._on_gpu(problem.verdict, document))
         profiled = None
         best = best_correct(verdicts)
@@ -259,6 +265,11 @@ class Pipeline:
             verdict = with_torch_compile(copy.deepcopy(verdicts[best]), compiled)
             profiled = {"candidate": best, "verdict": verdict.to_json()}
         return {"verdicts": [v.to_json() for v in verdicts], "profile": profiled}
+
+    def _prestart(self, job: dict, problem: Any, document: str | None) -> None:
+        build = self.builds.get(job["id"], {}).get(document)
+        if document is not None and (build is None or build.done()):  # a build still running holds the folder
+            problem.prestart(document)
 
     def _on_gpu(self, step, *args, **kwargs):
         """One GPU step (its runs stop the builds once past start-up); the builds go on after

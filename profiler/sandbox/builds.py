@@ -73,17 +73,23 @@ class VerifiedBuilds:
         return hashlib.sha256(f"{arch}\0{document}".encode()).hexdigest()[:32]
 
     @contextmanager
-    def folder(self, key: str) -> Iterator[Path]:
+    def folder(self, key: str, wait: bool = True) -> Iterator[Path | None]:
         """The document's build folder for one run; a second run of the same document (another
-        thread) waits for the first to end, so that one folder never serves two runs at once."""
+        thread) waits for the first to end, so that one folder never serves two runs at once.
+        With wait=False, None instead of waiting, when another run has it."""
         with self._lock:
             turn = self._in_use.setdefault(key, threading.Lock())
-        with turn:
+        if not turn.acquire(blocking=wait):
+            yield None
+            return
+        try:
             folder = self.checkout(key)
             try:
                 yield folder
             finally:
                 self.checkin(key)
+        finally:
+            turn.release()
 
     def known(self, key: str) -> bool:
         """Whether a run of this document left its folder here (to be verified when used)."""

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 import profiler
+from profiler.gpu import compute_capability
 from profiler.judge import _kernelbench_request
 from profiler.sandbox import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem, run_started, start_harness
+from profiler.sandbox.builds import VerifiedBuilds, process_builds
 from profiler.sandbox.environment import PACKAGE_ROOT
 from profiler.sandbox.pool import SandboxPool, warm_kind
 
@@ -162,3 +164,56 @@ def test_a_pre_started_kernelbench_sandbox_runs_in_namespaces():
         pool.shutdown()
     assert outcome.isolation == "namespaces" and outcome.process["started_s_before"] > 0
     assert outcome.result is not None, outcome.stderr_tail  # Model alone ran (on a CPU: "no GPU")
+
+
+@needs_namespaces
+def test_the_next_candidates_sandbox_waits_out_of_the_running_candidates_reach():
+    # Where sandboxes are isolated, a KernelBench candidate's sandbox is started while the step
+    # before it runs (KernelBenchProblem.prestart), in its build folder. The candidate running
+    # meanwhile sees the waiting one's folders and can write to none, nor signal it.
+    honest = cases.candidate("")
+    waiting = process_builds().root / VerifiedBuilds.key(honest, compute_capability())  # its build folder
+    hostile = cases.candidate(f"""
+import errno, glob, os, signal
+try:
+    open({str(waiting / "planted.py")!r}, "w").write("x")
+    planted = "planted"
+except OSError as exc:
+    planted = errno.errorcode[exc.errno] if os.path.isdir({str(waiting)!r}) else "not seen"
+own = {{os.path.realpath(os.environ["TORCH_EXTENSIONS_DIR"]), os.path.realpath(os.getcwd())}}
+folders = [f for f in glob.glob("/tmp/dice-builds-*/*") + glob.glob("/tmp/dice-sandbox-*/work")
+           if os.path.realpath(f) not in own]
+wrote = 0
+for folder in folders:
+    try:
+        with open(os.path.join(folder, "planted.py"), "w") as file:
+            file.write("x")
+        wrote += 1
+    except OSError:
+        pass
+if os.getpid() == 1:  # see test_a_candidate_that_kills_every_process_it_can_reaches_only_its_own
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != 1:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+raise RuntimeError(f"{{planted}}; wrote {{wrote}} of {{len(folders)}}")
+""")
+    first, second = profiler.judge(cases.BASELINE, [hostile, honest], "relu.py", time_limit=30.0)
+    # the waiting sandbox's build folder was there (checked out for it), and read-only
+    assert "EROFS; wrote 0 of " in first.message, first.message
+    assert not (waiting / "planted.py").exists()
+    assert second.extra["isolation"] == "namespaces"
+    # started while the first ran (seconds, here its module's load), not at its own turn
+    assert second.extra["phases"]["started_s_before"] > 1.0, second.extra["phases"]
+    # it ran as any: the module loaded, and here there is no GPU to time it
+    assert second.status in ("no_gpu", "not_faster", "faster"), second.message
+
+
+@pytest.mark.usefixtures("unconfined")
+def test_without_namespaces_no_candidate_sandbox_waits_beside_a_running_one():
+    first, second = profiler.judge(cases.BASELINE, [cases.candidate(""), cases.candidate("\n")], "relu.py",
+                                   time_limit=30.0)
+    # each started at its turn: its start-up (a fork, milliseconds) is all that precedes its request
+    assert first.extra["phases"]["started_s_before"] < 0.5 and second.extra["phases"]["started_s_before"] < 0.5

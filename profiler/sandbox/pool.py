@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Callable
 
+from profiler.sandbox.isolation import isolation
+
 POOL_ENV = "DICE_SANDBOX_POOL"
 # On the H200 (2026-12-03, benchmarks/profiler_timing.py --section pool) a warm .cu candidate
 # took 2.4-2.8 s through 4 spares against 6.4-6.9 s started at its turn, with the same verdicts
@@ -50,8 +52,6 @@ def warm_kind(kind: str) -> str | None:
     if kind == "cuda":
         return "cuda"
     if kind in ("kernelbench", "torch_compile"):
-        from profiler.sandbox import isolation
-
         return "torch" if isolation() else None
     return None
 

@@ -25,8 +25,7 @@ from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import (POOL, Cancelled, SandboxOutcome, Started, isolation, pool, run_sandboxed,
-                              run_started, start_harness)
+from profiler.sandbox import POOL, Cancelled, SandboxOutcome, Started, pool, run_sandboxed, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
@@ -479,8 +478,9 @@ class KernelBenchProblem:
         isolated (profiler.sandbox.pool.warm_kind's reason: the candidate run meanwhile must
         not reach it, nor its build folder), for a candidate that parses, whose folder no
         other run holds. Best effort: otherwise its verdict starts its sandbox at its turn."""
-        if (candidate is None or candidate in self._ready or not pool.enabled() or not isolation()
-                or python_check(candidate, self.path)):
+        setup = pool.warm_kind("kernelbench")  # the pool's rule: None without namespaces
+        if candidate is None or candidate in self._ready or not pool.enabled() or setup is None \
+                or python_check(candidate, self.path):
             return
         stack = ExitStack()
         try:
@@ -489,7 +489,7 @@ class KernelBenchProblem:
             if folder is None:
                 stack.close()
                 return
-            started = start_harness(self.time_limit, extensions=folder, warm="torch")
+            started = start_harness(self.time_limit, extensions=folder, warm=setup)
         except Exception:  # noqa: BLE001 - starting ahead decides nothing; the verdict starts its own
             stack.close()
             return
@@ -497,7 +497,7 @@ class KernelBenchProblem:
 
     def verdict(self, candidate: str | None) -> Verdict:
         # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
-        stack, started = self._ready.pop(candidate, (None, None)) if candidate is not None else (None, None)
+        stack, started = self._ready.pop(candidate, (None, None))
         try:
             return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
                                         with_compile=False, builds=self.builds, reference=self.reference_run,

@@ -60,6 +60,8 @@ MARKER = "DICE_SANDBOX_MARKER"
 # What on_phase hears once the harness has closed its phase pipe: candidate code runs (and
 # everything after it: checks, timing), and no more phases come.
 CANDIDATE_CODE = "candidate code"
+
+
 class Cancelled(Exception):
     """should_cancel() said stop; the sandbox process was killed."""
 
@@ -280,8 +282,8 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
         with open(folder / "stderr.log", "wb") as err:
             try:
                 keeper = subprocess.Popen(
-                    [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0), *confined, "--",
-                     sys.executable, "-m", "profiler.run.harness", *map(str, child_fds),
+                    [sys.executable, "-I", "-S", _keeper.__file__, str(time_limit + BUILD_LIMIT_S + 60.0),
+                     *confined, "--", sys.executable, "-m", "profiler.run.harness", *map(str, child_fds),
                      *([f"--warm={warm}"] if warm else [])],
                     cwd=work, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
                     start_new_session=True, pass_fds=child_fds,

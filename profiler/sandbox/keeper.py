@@ -119,7 +119,8 @@ def confine(writable: list[str]) -> None:
     _libc_call("unshare(mount)", libc.unshare(CLONE_NEWNS))
     _libc_call("mount(/, private)", mount(None, b"/", None, MS_REC | MS_PRIVATE, None))
     _libc_call("mount(/proc)", mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None))
-    if os.path.isdir("/dev/shm"):
+    shm = ["/dev/shm"] if os.path.isdir("/dev/shm") else []
+    if shm:
         _libc_call("mount(/dev/shm)", mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"))
     paths = [os.path.realpath(p) for p in writable]
     for path in paths:  # each its own mount, so that it can stay writable below
@@ -127,7 +128,7 @@ def confine(writable: list[str]) -> None:
     _mount_setattr("/", recursive=True, set_=MOUNT_ATTR_RDONLY)
     # This PID namespace's /proc stays writable: the CUDA driver writes there (on a read-only
     # /proc it fails to start, error 304), and it holds only this namespace's processes.
-    for path in [*paths, "/proc", *(["/dev/shm"] if os.path.isdir("/dev/shm") else [])]:
+    for path in [*paths, "/proc", *shm]:
         _mount_setattr(path, recursive=path != "/proc", clear=MOUNT_ATTR_RDONLY)
     # The working folder was entered before the mounts: enter it again, through them.
     os.chdir(os.getcwd())
@@ -194,6 +195,11 @@ def _stop(*_) -> None:
     raise _Stop
 
 
+def _cannot_isolate(exc: OSError) -> int:
+    print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+    return ISOLATION_FAILED
+
+
 def _options(argv: list[str]) -> tuple[float, bool, list[str], list[str]]:
     """CPU_SECONDS [--isolate] [--writable PATH]... -- ARGV..."""
     ours, command = argv[:argv.index("--")], argv[argv.index("--") + 1:]
@@ -212,8 +218,7 @@ def main(argv: list[str]) -> int:
         try:
             enter_namespaces()
         except OSError as exc:
-            print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
-            return ISOLATION_FAILED
+            return _cannot_isolate(exc)
     harness = os.fork()
     if harness == 0:
         code = EXEC_FAILED
@@ -221,13 +226,11 @@ def main(argv: list[str]) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the keeper
             if isolate:
-                code = ISOLATION_FAILED
                 try:
                     confine(writable)
                 except OSError as exc:
-                    print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
+                    code = _cannot_isolate(exc)
                     raise
-                code = EXEC_FAILED
             limit_resources(cpu_seconds)
             os.execv(command[0], command)
         finally:
@@ -269,13 +272,11 @@ def probe() -> int:
                     confined = os.getpid() == 1 and not os.access("/", os.W_OK) and os.access(".", os.W_OK)
                     os._exit(0 if confined else ISOLATION_FAILED)
                 except OSError as exc:
-                    print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
-                    os._exit(ISOLATION_FAILED)
+                    os._exit(_cannot_isolate(exc))
             _, status = os.waitpid(grandchild, 0)
             os._exit(os.waitstatus_to_exitcode(status))
         except OSError as exc:
-            print(f"dice sandbox: cannot isolate the harness: {exc}", file=sys.stderr)
-            os._exit(ISOLATION_FAILED)
+            os._exit(_cannot_isolate(exc))
         finally:
             os._exit(ISOLATION_FAILED)
     _, status = os.waitpid(child, 0)

@@ -3,9 +3,10 @@
 For the first N problems of the shared level1 folder that have a hand-written correct
 control (benchmarks/kernelbench_controls), alone on the machine, one after the other, the
 steps `dice bench`'s pipeline runs (dice_lsp/bench/worker.py) and the seconds each takes:
-the candidate's build (CPU, GPU hidden), Model alone (the reference), the candidate's
-verdict (finding its build), then torch.compile(Model), with the phases each sandboxed run
-reported and when. Prints a table and writes $OUT/kernelbench_steps.{json,md}.
+the candidate's build (CPU, GPU hidden), Model alone (the reference, during which the
+verdict's sandbox starts, as the worker pre-starts it), the candidate's verdict (finding its
+build), the same verdict again (started at its turn: a warm re-judging, as the language
+server's), then torch.compile(Model), with the phases each sandboxed run reported and when. Prints a table and writes $OUT/kernelbench_steps.{json,md}.
 
     python benchmarks/kernelbench_steps.py [--problems 2]
 """
@@ -30,7 +31,7 @@ from profiler.sandbox import POOL, isolation  # noqa: E402
 from profiler.sandbox.pool import kept, warm_kind  # noqa: E402
 
 CONTROLS = REPO / "benchmarks" / "kernelbench_controls"
-STEPS = ("build", "reference", "verdict", "torch.compile")
+STEPS = ("build", "reference", "verdict", "verdict again", "torch.compile")
 
 
 def main() -> int:
@@ -63,9 +64,16 @@ def main() -> int:
         judging = KernelBenchProblem(baseline, str(problem.path), 300.0, on_phase=on_phase)
         row: dict = {"problem": problem.path.name, "seconds": {}, "phases": {}}
         try:
+            def reference():
+                # As the worker does: the verdict's sandbox starts while Model alone runs.
+                judging.prestart(candidate)
+                return judging.reference([candidate])
+
             for step, run in (("build", lambda: judging.build(candidate)),
-                              ("reference", lambda: judging.reference([candidate])),
+                              ("reference", reference),
                               ("verdict", lambda: judging.verdict(candidate)),
+                              # The same candidate again, started at its turn: a warm re-judging.
+                              ("verdict again", lambda: judging.verdict(candidate)),
                               ("torch.compile", lambda: torch_compile_baseline(baseline, str(problem.path), 300.0,
                                                                                on_phase=on_phase))):
                 heard.clear()
@@ -73,6 +81,9 @@ def main() -> int:
                 result = run()
                 row["seconds"][step] = round(time.monotonic() - began, 2)
                 row["phases"][step] = list(heard)
+                if step.startswith("verdict"):
+                    row.setdefault("started_s_before", {})[step] = (result.extra.get("phases") or {}).get(
+                        "started_s_before")
                 if step == "verdict":
                     row["status"] = result.status
                     row["isolation"] = result.extra.get("isolation")

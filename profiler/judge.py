@@ -10,10 +10,12 @@ import json
 import os
 import secrets
 import shutil
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from profiler.compile import CompilerMissing, check_arch, nvcc_check
@@ -343,7 +345,8 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     verdict = from_outcome(outcome, flags=flags)
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
-        compiled = torch_compile_baseline(baseline, path, time_limit, should_cancel, builds=builds)
+        compiled = COMPILED.get(baseline, lambda: torch_compile_baseline(baseline, path, time_limit, should_cancel,
+                                                                         builds=builds))
         with_torch_compile(verdict, compiled)
         reference_time = compiled.eager_ms
     verdict = against_model_alone(verdict, outcome, reference_time,
@@ -371,6 +374,9 @@ class TorchCompileBaseline:
     eager_ms: float | None
     why: str = ""
     builds: list | None = None
+    # Seconds since it was measured, when it is a measurement of this process reused
+    # (CompiledBaselines); 0 for one made for this verdict.
+    age_s: float = 0.0
 
 
 def torch_compile_baseline(baseline: str, path: str, time_limit: float, should_cancel=None,
@@ -398,9 +404,52 @@ def with_torch_compile(verdict: Verdict, compiled: TorchCompileBaseline) -> Verd
         return verdict
     verdict.extra["compile_ms"] = compiled.compile_ms
     verdict.extra["speedup_vs_compile"] = compiled.compile_ms / verdict.time_ms
+    when = ""
+    if compiled.age_s:
+        verdict.extra["torch_compile_age_s"] = round(compiled.age_s, 1)
+        when = f", {compiled.age_s:.0f} s ago"
     verdict.message += (f"; vs torch.compile(Model) {compiled.compile_ms / verdict.time_ms:.2f}x "
-                        "(timed in another process)")
+                        f"(timed in another process{when})")
     return verdict
+
+
+class CompiledBaselines:
+    """torch.compile(Model) of a document, measured once and reused by this process for
+    TTL_S: profiling the same document again (the language server's warm case) costs the
+    candidate's own run only, not a second process compiling Model for ~10 s. Keyed by the
+    whole document and the GPU's architecture, since that process loads all of it. Only
+    timed measurements are kept (a failure is measured again); DICE_REUSE_BUILDS=0 keeps
+    nothing. What is reused is a baseline's time (no candidate code ran in that process);
+    every check of the candidate's own run is made again."""
+
+    TTL_S = 600.0
+    MAX = 32
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, tuple[float, TorchCompileBaseline]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, document: str, measure: Callable[[], TorchCompileBaseline]) -> TorchCompileBaseline:
+        if not reuse_builds():
+            return measure()
+        key = VerifiedBuilds.key(document, compute_capability())
+        with self._lock:
+            measured, kept = self._kept.get(key, (0.0, None))
+            age = time.monotonic() - measured
+            if kept is not None and age < self.TTL_S:
+                self._kept.move_to_end(key)
+                return replace(kept, age_s=max(age, 0.1))
+        compiled = measure()
+        if compiled.compile_ms is not None:
+            with self._lock:
+                self._kept[key] = (time.monotonic(), compiled)
+                self._kept.move_to_end(key)
+                while len(self._kept) > self.MAX:
+                    self._kept.popitem(last=False)
+        return compiled
+
+
+COMPILED = CompiledBaselines()
 
 
 def half_the_cpus() -> int:

@@ -1,7 +1,7 @@
 """A KernelBench candidate judged again in the same process (the language server's case):
 its load_inline build is found in its verified folder, not built again, and the verdict is
 the same. profile()'s torch.compile run finds the build the judging run left (one build per
-document). Needs ninja for load_inline.
+document), and a second profile() of the document reuses that torch.compile measurement. Needs ninja for load_inline.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def test_a_warm_rejudge_finds_the_build_and_gives_the_same_verdict(kernelbench_d
     assert _fresh(first.extra["torch_compile_builds"]) == 0
     assert _fresh(again.extra["builds"]) == 0 and again.extra["builds"][0]["cached"] is True
     assert _fresh(again.extra["torch_compile_builds"]) == 0
+    # The second profile reuses the first's torch.compile(Model) measurement (CompiledBaselines).
+    assert "torch_compile_age_s" not in first.extra and again.extra["torch_compile_age_s"] > 0
+    assert again.extra["compile_ms"] == first.extra["compile_ms"]
     for v in judged:  # judge() of the same document: its build is there already
         assert v.correct is True and v.status == first.status, v.message
         assert _fresh(v.extra["builds"]) == 0

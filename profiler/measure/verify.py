@@ -4,13 +4,15 @@ Works on numpy arrays (the .cu runner copies its outputs to the host), on torch 
 where they live (the KernelBench runner: outputs of gigabytes are compared on the GPU, not
 copied to the host, with kernels torch ships compiled), and on CuPy arrays (whose every
 operation NVRTC compiles at its first use in a process: 8-14 s of each judging on the H200,
-2026-12-03, so the runners no longer pass them). bfloat16 arrives widened to float32 with its
-dtype name kept, for its tolerance. The same rules serve both runners and are tested on any
+2026-12-03, so the runners no longer pass them). bfloat16 arrives as a torch tensor, or widened
+to float32 (numpy has none) with its dtype name kept, for its tolerance. Outputs are compared a
+chunk at a time (CHUNK), so a comparison's memory does not grow with the output. The same rules serve both runners and are tested on any
 machine with numpy and torch, each backend against numpy's answers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,15 +104,62 @@ def _first(mask) -> int:
     return int(mask.byte().argmax() if _is_torch(mask) else mask.argmax())
 
 
-def _rms(base, finite, xp) -> float:
-    """The root mean square of the finite elements (0.0 when there are none)."""
-    finite_count = int(finite.sum())
-    if not finite_count:
-        return 0.0
-    values = _astype(xp.where(finite, base, 0), xp.float64)
-    # Scaled by the largest magnitude, so that squares of values past 1e154 do not overflow.
-    peak = float(xp.max(xp.abs(values)))
-    return peak * float(xp.sqrt(xp.sum((values / peak) ** 2) / finite_count)) if peak else 0.0
+# Elements compared at a time. Every temporary of a comparison is of one chunk, a few hundred
+# MB at most whatever the output's size: a level1 output can hold 1.6 G floats, and whole-output
+# temporaries (float64: 12 GiB each) ran a correct candidate's run out of GPU memory beside other
+# runs (H200, 2026-12-03): the judge's own memory must never be what fails a candidate.
+CHUNK = 1 << 24
+
+
+def _chunks(size: int):
+    for start in range(0, size, CHUNK):
+        yield start, min(size, start + CHUNK)
+
+
+class _Found:
+    """How many elements a mask selects over the chunks, and the first one's index."""
+
+    def __init__(self) -> None:
+        self.count, self.first = 0, None
+
+    def add(self, mask, start: int) -> int:
+        found = int(mask.sum())
+        if found and self.first is None:
+            self.first = start + _first(mask)
+        self.count += found
+        return found
+
+
+class _RootMeanSquare:
+    """The root mean square of the finite elements seen (0.0 when there are none), streamed
+    over chunks. Kept scaled by the largest magnitude so far (LAPACK nrm2's update), so that
+    squares of values past 1e154 do not overflow."""
+
+    def __init__(self) -> None:
+        self.scale, self.ssq, self.count = 0.0, 0.0, 0
+
+    def add(self, values, xp) -> None:
+        finite = xp.isfinite(values)
+        count = int(finite.sum())
+        if not count:
+            return
+        self.count += count
+        values = _astype(xp.where(finite, values, 0), xp.float64)
+        peak = float(xp.max(xp.abs(values)))
+        if not peak:
+            return
+        if peak > self.scale:
+            self.ssq *= (self.scale / peak) ** 2
+            self.scale = peak
+        self.ssq += float(xp.sum((values / self.scale) ** 2))
+
+    def value(self) -> float:
+        return self.scale * math.sqrt(self.ssq / self.count) if self.count and self.scale else 0.0
+
+
+def _work_dtype(dtype_name: str, xp):
+    """fp64 outputs are compared in fp64; everything narrower in fp32, which holds them exactly."""
+    return xp.float64 if dtype_name == "float64" else xp.float32
 
 
 def _off_tolerance(base, cand, rtol: float, atol: float, scale: float, xp):
@@ -125,45 +174,66 @@ def _off_tolerance(base, cand, rtol: float, atol: float, scale: float, xp):
 
 
 def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
-    """None when `candidate` matches `baseline` for output `name`, else why not."""
+    """None when `candidate` matches `baseline` for output `name`, else why not. Two passes
+    over the outputs, a chunk at a time (CHUNK)."""
     if tuple(baseline.shape) != tuple(candidate.shape):
         return Mismatch("shape", f"{name}: shape {tuple(candidate.shape)}, expected {tuple(baseline.shape)}")
     xp = _array_module(baseline)
-    base = baseline.reshape(-1)
-    cand = candidate.reshape(-1)
-    size = _size(base)
-    if is_float(dtype_name):
-        # fp64 outputs are compared in fp64; everything narrower in fp32, which holds them exactly.
-        work = xp.float64 if dtype_name == "float64" else xp.float32
-        base = _astype(base, work)
-        cand = _astype(cand, work)
-        unwritten = xp.isnan(cand) & ~xp.isnan(base)
-    else:
-        poison = _int_poison(base.dtype)
-        unwritten = (cand == poison) & (base != poison)
-    if bool(unwritten.any()):
-        return Mismatch("unwritten", f"{name}: {int(unwritten.sum())} of {size} elements not written "
-                                     f"(first at index {_first(unwritten)})")
-    if size > 1 and bool((cand == cand[0]).all()) and not bool((base == base[0]).all()):
-        return Mismatch("constant", f"{name}: every element is {cand[0].item()!r}; the baseline's output varies")
-    if not is_float(dtype_name):
-        bad = base != cand
-        if bool(bad.any()):
-            first = _first(bad)
-            return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements differ "
-                                      f"(index {first}: {cand[first].item()!r}, expected {base[first].item()!r})")
+    base_all = baseline.reshape(-1)
+    cand_all = candidate.reshape(-1)
+    size = _size(base_all)
+    floating = is_float(dtype_name)
+
+    def pair(start: int, stop: int):
+        base, cand = base_all[start:stop], cand_all[start:stop]
+        if floating:
+            work = _work_dtype(dtype_name, xp)
+            return _astype(base, work), _astype(cand, work)
+        return base, cand
+
+    # Pass 1: unwritten elements, constant outputs, the baseline's root mean square.
+    poison = None if floating else _int_poison(base_all.dtype)
+    unwritten, rms = _Found(), _RootMeanSquare()
+    first_base, first_cand = pair(0, 1) if size else (None, None)
+    cand_varies = base_varies = False
+    for start, stop in _chunks(size):
+        base, cand = pair(start, stop)
+        unwritten.add(xp.isnan(cand) & ~xp.isnan(base) if floating else (cand == poison) & (base != poison), start)
+        if size > 1:
+            cand_varies = cand_varies or not bool((cand == first_cand[0]).all())
+            base_varies = base_varies or not bool((base == first_base[0]).all())
+        if floating:
+            rms.add(base, xp)
+    if unwritten.count:
+        return Mismatch("unwritten", f"{name}: {unwritten.count} of {size} elements not written "
+                                     f"(first at index {unwritten.first})")
+    if size > 1 and not cand_varies and base_varies:
+        return Mismatch("constant", f"{name}: every element is {first_cand[0].item()!r}; the baseline's output varies")
+
+    # Pass 2: the values.
+    bad, worst = _Found(), 0.0
+    rtol, atol = TOLERANCES.get(dtype_name, (0.0, 0.0))
+    scale = rms.value() or 1.0
+    for start, stop in _chunks(size):
+        base, cand = pair(start, stop)
+        if not floating:
+            bad.add(base != cand, start)
+            continue
+        off, limit = _off_tolerance(base, cand, rtol, atol, scale, xp)
+        if bad.add(off, start):
+            with np.errstate(invalid="ignore", over="ignore"):
+                ratio = xp.where(xp.isfinite(base) & off, xp.abs(cand - base) / limit, 0)
+                worst = max(worst, float(ratio.max()))
+    if not bad.count:
         return None
-    rtol, atol = TOLERANCES[dtype_name]
-    finite = xp.isfinite(base)
-    bad, limit = _off_tolerance(base, cand, rtol, atol, _rms(base, finite, xp) or 1.0, xp)
-    with np.errstate(invalid="ignore", over="ignore"):
-        worst = float(xp.where(finite & bad, xp.abs(cand - base) / limit, 0).max()) if bool(bad.any()) else 0.0
-    if bool(bad.any()):
-        first = _first(bad)
-        return Mismatch("values", f"{name}: {int(bad.sum())} of {size} elements off by more than "
-                                  f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(cand[first]):.6g}, "
-                                  f"expected {float(base[first]):.6g}; worst {worst:.3g}x the tolerance)")
-    return None
+    first = bad.first
+    if not floating:
+        return Mismatch("values", f"{name}: {bad.count} of {size} elements differ "
+                                  f"(index {first}: {cand_all[first].item()!r}, expected {base_all[first].item()!r})")
+    got, want = pair(first, first + 1)
+    return Mismatch("values", f"{name}: {bad.count} of {size} elements off by more than "
+                              f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(got[0]):.6g}, "
+                              f"expected {float(want[0]):.6g}; worst {worst:.3g}x the tolerance)")
 
 
 # Elements of each output a run reports for comparison with another process's run.
@@ -190,9 +260,10 @@ def output_sample(array, dtype_name: str, positions_seed: list[int]) -> dict:
     sample = {"shape": [int(d) for d in array.shape], "dtype": dtype_name,
               "positions_seed": [int(p) for p in positions_seed]}
     if is_float(dtype_name):
-        work = xp.float64 if dtype_name == "float64" else xp.float32
-        whole = _astype(flat, work)
-        sample["rms"] = _rms(whole, xp.isfinite(whole), xp)
+        rms = _RootMeanSquare()
+        for start, stop in _chunks(size):
+            rms.add(_astype(flat[start:stop], _work_dtype(dtype_name, xp)), xp)
+        sample["rms"] = rms.value()
         sample["scale"] = sample["rms"] or 1.0
         sample["values"] = [float(v) for v in _astype(values, xp.float64).tolist()]
     else:

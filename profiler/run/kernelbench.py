@@ -244,14 +244,9 @@ def _comparable(t) -> tuple[Any, str]:
     """A tensor as verify.compare takes it, with its dtype's name: where it is (no copy of
     gigabytes to the host), compared with the kernels torch ships compiled. (Through CuPy each
     operation was compiled by NVRTC in every judging process; the phase that compares took 14 s
-    of an 18 s verdict on the H200, 2026-12-03.) bfloat16 widened to float32."""
-    import torch
-
-    name = str(t.dtype).removeprefix("torch.")
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        t = t.float()
-    return t, name
+    of an 18 s verdict on the H200, 2026-12-03.) bfloat16 too: compare widens a chunk at a time,
+    where a widened copy of the whole output would cost its size twice over in GPU memory."""
+    return t.detach(), str(t.dtype).removeprefix("torch.")
 
 
 def _poison_allocator(like: list) -> None:

@@ -159,3 +159,40 @@ def test_kernelbench_outputs_compared_as_torch_tensors_get_numpy_s_answers():
                 np.testing.assert_array_equal(sampled["values"], sample["values"])  # NaN where NaN
                 if "rms" in sample:
                     assert sampled["rms"] == pytest.approx(sample["rms"], rel=1e-6, nan_ok=True)
+
+
+def test_outputs_compared_a_chunk_at_a_time_get_the_same_answers(monkeypatch):
+    """compare and output_sample stream over CHUNK elements at a time (whole-output temporaries
+    of a 1.6 G-float output ran a correct candidate out of GPU memory): with chunks of 7
+    elements, every case (the first mismatch, its count, the worst element, the rms of values
+    that grow from chunk to chunk) is decided as with one chunk, numpy and torch alike."""
+    import profiler.measure.verify as verify
+
+    torch = pytest.importorskip("torch")
+    growing = np.geomspace(1e-30, 1e200, 1000)
+    cases = _kernelbench_cases() + [("float64", growing, growing.copy()), ("float64", growing, growing * (1 + 1e-6))]
+    whole = [(compare("out", b, c, d), output_sample(b, d, [4, 5]) if b.shape == c.shape else None)
+             for d, b, c in cases]
+    monkeypatch.setattr(verify, "CHUNK", 7)
+    for (dtype, base, cand), (want, sample) in zip(cases, whole):
+        for b, c in ((base, cand), (torch.from_numpy(base.copy()), torch.from_numpy(cand.copy()))):
+            got = compare("out", b, c, dtype)
+            assert (got is None) == (want is None) and str(got) == str(want), (dtype, want, got)
+            if sample is not None:
+                chunked = output_sample(b, dtype, [4, 5])
+                np.testing.assert_array_equal(chunked["values"], sample["values"])
+                if "rms" in sample:
+                    assert chunked["rms"] == pytest.approx(sample["rms"], rel=1e-9)
+
+
+def test_bfloat16_tensors_are_compared_without_a_widened_copy():
+    """The KernelBench runner passes bfloat16 outputs as they are; compare widens a chunk at a
+    time and applies bfloat16's tolerance, as for the widened copy it used to make."""
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(rng().standard_normal(5000).astype(np.float32)).to(torch.bfloat16)
+    assert compare("y", x, x.clone(), "bfloat16") is None
+    off = x.clone()
+    off[4321] = off[4321] * 2 + 1
+    got = compare("y", x, off, "bfloat16")
+    want = compare("y", x.float().numpy(), off.float().numpy(), "bfloat16")
+    assert got is not None and str(got) == str(want) and "index 4321" in str(got)

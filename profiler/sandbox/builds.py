@@ -24,6 +24,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections import OrderedDict
@@ -41,7 +42,8 @@ REUSE_ENV = "DICE_REUSE_BUILDS"
 
 
 def tree_digest(folder: Path) -> str:
-    """A digest of every path, link target and file's bytes under `folder`."""
+    """A digest of every path, link target and file's bytes under `folder` (of a FIFO, a
+    socket, a device: its type alone; a FIFO opened to be read would wait for a writer)."""
     digest = hashlib.sha256()
     for root, dirs, files in os.walk(folder):
         dirs.sort()
@@ -50,6 +52,10 @@ def tree_digest(folder: Path) -> str:
             digest.update(os.path.relpath(path, folder).encode() + b"\0")
             if os.path.islink(path):
                 digest.update(b"link:" + os.readlink(path).encode() + b"\0")
+                continue
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                digest.update(b"special:%o\0" % stat.S_IFMT(mode))
                 continue
             with open(path, "rb") as file:
                 for block in iter(lambda: file.read(1 << 20), b""):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -117,6 +118,13 @@ def test_one_folder_serves_one_run_at_a_time(store):
     thread.join(10)
     second.join(10)
     assert seen == [["ext.so"]]  # then finds its build, verified
+
+
+def test_a_fifo_left_in_a_folder_does_not_hang_its_checkin(store):
+    key = VerifiedBuilds.key("doc", "9.0")
+    with store.folder(key) as folder:
+        os.mkfifo(folder / "pipe")  # opened to be read, it would wait for a writer forever
+    assert _run(store, key) == ["pipe"]
 
 
 def test_the_process_store_is_one_store():

@@ -484,8 +484,9 @@ class KernelBenchProblem:
     def __init__(self, baseline: str, path: str, time_limit: float, should_cancel=None, on_phase=None):
         self.baseline, self.path, self.time_limit = baseline, path, time_limit
         self.should_cancel, self.on_phase = should_cancel, on_phase
-        # The process's store: a candidate judged again finds its build (DICE_REUSE_BUILDS=0:
-        # a store for this problem alone, removed with it).
+        # The process's store: a candidate judged again finds its build, where sandboxes are
+        # isolated in a later process too (DICE_REUSE_BUILDS=0: a store for this problem
+        # alone, removed with it).
         self._own_builds = not reuse_builds()
         self.builds = VerifiedBuilds() if self._own_builds else process_builds()
         self.reference_run = Reference()

@@ -10,10 +10,14 @@ class CacheFolderError(Exception):
     """The cache folder cannot be made (a file in its place, no permission): a one-line message."""
 
 
+def cache_root() -> Path:
+    """The profiler's cache (not made here)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dice-lsp"
+
+
 def cache_dir(*parts: str) -> Path:
     """A folder under the profiler's cache, created on first use."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dice-lsp"
-    folder = root.joinpath(*parts)
+    folder = cache_root().joinpath(*parts)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

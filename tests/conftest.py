@@ -121,6 +121,15 @@ def tiny_fim_checkpoint(tmp_path_factory, sdar_tokenizer_dir) -> Path:
     return _write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-sdar-fim"), sdar_tokenizer_dir, prompt_format="fim")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def build_cache(tmp_path_factory):
+    """load_inline builds kept on disk (where sandboxes are isolated: profiler.sandbox.builds)
+    go to a folder of this test session, not to the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DICE_BUILD_CACHE", str(tmp_path_factory.mktemp("build-cache")))
+        yield
+
+
 @pytest.fixture
 def unconfined(monkeypatch):
     """Sandboxes without namespaces (DICE_SANDBOX_ISOLATION=off), for tests that watch a

@@ -1,20 +1,29 @@
 """The store of load_inline build folders (profiler.sandbox.builds): keyed by the document's
 content and the architecture, reused by the same document in later judgings of this
-process, emptied when anything changed it between two runs, one run per folder at a time.
-The real judgings at the end build on this machine's CPU (C++-only load_inline)."""
+process, and of later processes where sandboxes are isolated (the store on disk), emptied
+when anything changed it between two runs, one run per folder at a time. The real judgings
+at the end build on this machine's CPU (C++-only load_inline)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
+import os
+import subprocess
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import profiler
-from profiler.sandbox.builds import REUSE_ENV, VerifiedBuilds, process_builds
+from profiler.judge import KernelBenchProblem
+from profiler.sandbox.builds import (CACHE_ENV, DIGESTS, LOCKS, REUSE_ENV, VerifiedBuilds, persistent_root,
+                                     process_builds)
+from profiler.sandbox.isolation import isolation_problem
 
 # The judging runs list their build folder into a file of tmp_path.
 pytestmark = pytest.mark.usefixtures("unconfined")
@@ -119,8 +128,153 @@ def test_one_folder_serves_one_run_at_a_time(store):
     assert seen == [["ext.so"]]  # then finds its build, verified
 
 
+def test_a_fifo_left_in_a_folder_does_not_hang_its_checkin(store):
+    key = VerifiedBuilds.key("doc", "9.0")
+    with store.folder(key) as folder:
+        os.mkfifo(folder / "pipe")  # opened to be read, it would wait for a writer forever
+    assert _run(store, key) == ["pipe"]
+
+
 def test_the_process_store_is_one_store():
     assert process_builds() is process_builds()
+
+
+# ------------------------------------------------------------------ kept on disk, across processes
+
+@pytest.fixture
+def on_disk(tmp_path):
+    """Two stores on one root: what one process leaves there, as another process finds it."""
+    root = tmp_path / "builds"
+    return VerifiedBuilds(max_folders=8, root=root), VerifiedBuilds(max_folders=8, root=root)
+
+
+HOLD = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@contextmanager
+def _held_by_another_process(lock: Path):
+    """`lock` flocked by a process of its own until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_folder_checked_in_is_found_by_another_process(on_disk):
+    first, second = on_disk
+    key = VerifiedBuilds.key("class ModelNew: ...", "9.0")
+    library = bytes(range(256)) * 64
+    with first.folder(key) as folder:
+        (folder / "ext.so").write_bytes(library)
+        (folder / "build").mkdir()
+        (folder / "build" / "main.o").write_bytes(b"object")
+    assert second.known(key)  # build ahead skips it in the other process too
+    with second.folder(key) as folder:
+        assert (folder / "ext.so").read_bytes() == library and (folder / "build" / "main.o").read_bytes() == b"object"
+    assert not (first.root / key / DIGESTS).exists()  # the digests lie beside the folder, out of its reach
+    assert (first.root / DIGESTS / key).is_file()
+
+
+@pytest.mark.parametrize("tamper", ["a byte", "a file added"])
+def test_a_folder_changed_between_processes_is_emptied(on_disk, tamper):
+    first, second = on_disk
+    key = VerifiedBuilds.key("doc", "9.0")
+    _run(first, key, {"ext.so": "library", "main.o": "object"})
+    if tamper == "a byte":
+        with open(first.root / key / "ext.so", "r+b") as library:
+            library.seek(3)
+            library.write(b"X")
+    else:
+        (first.root / key / "other.so").write_text("poison")
+    assert _run(second, key) == []  # built again from nothing
+
+
+@pytest.mark.parametrize("how", ["digest removed", "never checked in"])
+def test_a_folder_without_its_digest_is_emptied(on_disk, how):
+    first, second = on_disk
+    key = VerifiedBuilds.key("doc", "9.0")
+    _run(first, key, {"ext.so": "library"})
+    if how == "digest removed":
+        (first.root / DIGESTS / key).unlink()
+    else:  # a process that ended between checkout and checkin: its run's leftovers unverified
+        (first.checkout(key) / "half.o").write_text("half a build")
+    assert not second.known(key)
+    assert _run(second, key) == []
+
+
+def test_a_folder_another_process_holds_is_not_waited_for(on_disk):
+    first, second = on_disk
+    key = VerifiedBuilds.key("doc", "9.0")
+    _run(first, key, {"ext.so": "library"})
+    with _held_by_another_process(first.root / LOCKS / key):
+        with second.folder(key, wait=False) as folder:
+            assert folder is None
+    with second.folder(key, wait=False) as folder:
+        assert sorted(p.name for p in folder.iterdir()) == ["ext.so"]
+
+
+def test_eviction_keeps_the_newest_and_what_another_process_holds(on_disk):
+    first, second = on_disk
+    first.max_folders = second.max_folders = 3
+    keys = [VerifiedBuilds.key(f"doc {i}", "9.0") for i in range(5)]
+    for i, key in enumerate(keys[:3]):
+        _run((first, second)[i % 2], key, {"ext.so": key})  # checked in by either process
+    with _held_by_another_process(first.root / LOCKS / keys[0]):
+        _run(second, keys[3], {"ext.so": keys[3]})  # a fourth: keys[0] is the oldest, but held
+        assert all((first.root / k).exists() for k in keys[:4])
+    _run(first, keys[4], {"ext.so": keys[4]})  # a fifth: keys[0] and keys[1] go
+    for gone in keys[:2]:
+        assert not any(p.exists() for p in (first.root / gone, first.root / DIGESTS / gone, first.root / LOCKS / gone))
+    assert [_run(second, k) for k in keys[2:]] == [["ext.so"]] * 3
+
+
+def test_the_process_store_is_on_disk_only_where_sandboxes_are_isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    unisolated = process_builds()  # DICE_SANDBOX_ISOLATION=off (unconfined): as before the store on disk
+    assert not unisolated.persistent and unisolated.root.name.startswith("dice-builds-")
+    assert not (tmp_path / "cache").exists()
+    monkeypatch.setattr("profiler.sandbox.builds.isolation", lambda: True)
+    kept = process_builds()
+    assert kept.persistent and kept is process_builds()
+    assert kept.root.parent == tmp_path / "cache" and kept.root.name.startswith("torch-")
+    assert kept.root.name.endswith(f"-py{sys.version_info[0]}.{sys.version_info[1]}")
+    monkeypatch.setenv(CACHE_ENV, "off")
+    assert process_builds() is unisolated
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert persistent_root() == tmp_path / "xdg" / "dice-lsp" / "builds" / kept.root.name
+
+
+def test_without_reuse_nothing_is_kept_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr("profiler.sandbox.builds.isolation", lambda: True)
+    monkeypatch.setenv(REUSE_ENV, "0")
+    problem = KernelBenchProblem(cases.BASELINE, "relu.py", 30.0)
+    assert not problem.builds.persistent and problem.builds.root.name.startswith("dice-builds-")
+    problem.close()
+    assert not problem.builds.root.exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_warns_once(tmp_path, monkeypatch, caplog):
+    (tmp_path / "cache").write_text("a file where the folder would be")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr("profiler.sandbox.builds.isolation", lambda: True)
+    with caplog.at_level(logging.WARNING, logger="profiler.sandbox.builds"):
+        stores = [process_builds(), process_builds()]
+    assert stores[0] is stores[1] and not stores[0].persistent  # the temporary store, as before
+    assert len(caplog.records) == 1 and "kept only while this process runs" in caplog.records[0].getMessage()
+    key = VerifiedBuilds.key("doc", "9.0")
+    _run(stores[0], key, {"ext.so": "library"})
+    assert _run(stores[0], key) == ["ext.so"]
 
 
 # ------------------------------------------------------------------ through judge() and profile()
@@ -207,3 +361,35 @@ def test_a_real_build_is_built_once_across_judgings(tmp_path, monkeypatch):
     assert first["cached"] is False and {"main.o", "dice_store_twice.so"} <= set(first["steps"])
     assert second["cached"] is True and second["steps"] == {}  # ninja had nothing to do
     assert second["seconds"] < first["seconds"]
+
+
+ACROSS_PROCESSES = """
+import json
+from torch.utils.cpp_extension import load_inline
+from profiler.run.kernelbench import BUILDS
+ext = load_inline(name="dice_store_across", cpp_sources="int twice(int x) { return 2 * x; }", functions=["twice"])
+assert ext.twice(21) == 42
+raise RuntimeError("builds: " + json.dumps([{"cached": b["cached"], "steps": sorted(b["steps"])} for b in BUILDS]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(isolation_problem() is not None, reason=f"no unprivileged namespaces here: {isolation_problem()}")
+def test_a_real_build_is_built_once_across_dice_profile_commands(tmp_path):
+    # Issue 15's case: `dice profile FILE` twice from the command line, sandboxes isolated.
+    # An isolated candidate writes nothing outside: it says what it found in its message.
+    pytest.importorskip("ninja", reason="load_inline needs ninja: pip install ninja")
+    (tmp_path / "relu.py").write_text(cases.candidate(ACROSS_PROCESSES))
+    env = {**os.environ, "PYTHONPATH": str(Path(profiler.__file__).parents[1]), CACHE_ENV: str(tmp_path / "cache"),
+           "DICE_SANDBOX_ISOLATION": "on"}
+    env.pop(REUSE_ENV, None)
+    found = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "dice_lsp.cli", "profile", "relu.py", "--json"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=600)
+        verdict = json.loads(done.stdout)
+        print(verdict["message"], verdict["extra"].get("phases"))
+        assert verdict["extra"]["isolation"] == "namespaces"
+        found.append(json.loads(verdict["message"].split("builds: ", 1)[1].rsplit(")", 1)[0]))
+    assert found[0] == [{"cached": False, "steps": ["dice_store_across.so", "main.o"]}]
+    assert found[1] == [{"cached": True, "steps": []}]  # the second command loaded the first one's build

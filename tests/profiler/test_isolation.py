@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -170,9 +171,12 @@ def test_a_pre_started_kernelbench_sandbox_runs_in_namespaces():
 def test_the_next_candidates_sandbox_waits_out_of_the_running_candidates_reach():
     # Where sandboxes are isolated, a KernelBench candidate's sandbox is started while the step
     # before it runs (KernelBenchProblem.prestart), in its build folder. The candidate running
-    # meanwhile sees the waiting one's folders and can write to none, nor signal it.
+    # meanwhile sees the waiting one's folders and can write to none (nor, in the store on
+    # disk, to the digests and locks beside them), nor signal it.
     honest = cases.candidate("")
     waiting = process_builds().root / VerifiedBuilds.key(honest, compute_capability())  # its build folder
+    with process_builds().folder(VerifiedBuilds.key("another document", None)) as another:
+        (another / "ext.so").write_text("a build, and its digest")
     hostile = cases.candidate(f"""
 import errno, glob, os, signal
 try:
@@ -181,12 +185,13 @@ try:
 except OSError as exc:
     planted = errno.errorcode[exc.errno] if os.path.isdir({str(waiting)!r}) else "not seen"
 own = {{os.path.realpath(os.environ["TORCH_EXTENSIONS_DIR"]), os.path.realpath(os.getcwd())}}
-folders = [f for f in glob.glob("/tmp/dice-builds-*/*") + glob.glob("/tmp/dice-sandbox-*/work")
-           if os.path.realpath(f) not in own]
+folders = [f for f in glob.glob({str(waiting.parent / "*")!r}) + glob.glob("/tmp/dice-builds-*/*")
+           + glob.glob("/tmp/dice-sandbox-*/work") if os.path.realpath(f) not in own]
+targets = [os.path.join(f, "planted.py") for f in folders] + glob.glob({str(waiting.parent / "digests" / "*")!r})
 wrote = 0
-for folder in folders:
+for target in targets:
     try:
-        with open(os.path.join(folder, "planted.py"), "w") as file:
+        with open(target, "a") as file:
             file.write("x")
         wrote += 1
     except OSError:
@@ -198,11 +203,14 @@ if os.getpid() == 1:  # see test_a_candidate_that_kills_every_process_it_can_rea
                 os.kill(int(pid), signal.SIGKILL)
             except OSError:
                 pass
-raise RuntimeError(f"{{planted}}; wrote {{wrote}} of {{len(folders)}}")
+raise RuntimeError(f"{{planted}}; wrote {{wrote}} of {{len(targets)}}")
 """)
     first, second = profiler.judge(cases.BASELINE, [hostile, honest], "relu.py", time_limit=30.0)
     # the waiting sandbox's build folder was there (checked out for it), and read-only
-    assert "EROFS; wrote 0 of " in first.message, first.message
+    written = re.search(r"EROFS; wrote 0 of (\d+)", first.message)
+    assert written, first.message
+    # tried: the waiting and the other build folder, digests/, locks/ (store on disk), the digest
+    assert int(written.group(1)) >= 5, first.message
     assert not (waiting / "planted.py").exists()
     assert second.extra["isolation"] == "namespaces"
     # started while the first ran (seconds, here its module's load), not at its own turn

@@ -230,7 +230,7 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
     if not floating:
         return Mismatch("values", f"{name}: {bad.count} of {size} elements differ "
                                   f"(index {first}: {cand_all[first].item()!r}, expected {base_all[first].item()!r})")
-    got, want = pair(first, first + 1)
+    want, got = pair(first, first + 1)
     return Mismatch("values", f"{name}: {bad.count} of {size} elements off by more than "
                               f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(got[0]):.6g}, "
                               f"expected {float(want[0]):.6g}; worst {worst:.3g}x the tolerance)")

@@ -28,7 +28,9 @@ def test_elements_near_zero_get_an_absolute_floor():
     cand = np.array([100.0, -100.0, 1e-3], dtype=np.float32)
     assert compare("y", base, cand, "float32") is None
     cand[2] = 0.5
-    assert compare("y", base, cand, "float32").reason == "values"
+    mismatch = compare("y", base, cand, "float32")
+    assert mismatch.reason == "values"
+    assert "1 of 3 elements" in str(mismatch) and "index 2: 0.5, expected 1e-09" in str(mismatch)
 
 
 def test_unwritten_float_elements_are_found_by_their_nan_poison():

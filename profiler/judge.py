@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +24,7 @@ from profiler.dtypes import dtype_name
 from profiler.gpu import compute_capability, gpu_name
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
-from profiler.paths import cache_dir
+from profiler.paths import cache_dir, remove_tree
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import POOL, Cancelled, SandboxOutcome, Started, pool, run_sandboxed, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
@@ -322,7 +321,7 @@ def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBu
         try:
             return run_started(started, request, time_limit, should_cancel, on_phase)
         finally:
-            shutil.rmtree(started.folder, ignore_errors=True)
+            remove_tree(started.folder)
     if builds is None or document is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, on_phase=on_phase)
     with builds.folder(VerifiedBuilds.key(document, request["cuda_arch"])) as folder:
@@ -417,10 +416,11 @@ class CompiledBaselines:
     """torch.compile(Model) of a document, measured once and reused by this process for
     TTL_S: profiling the same document again (the language server's warm case) costs the
     candidate's own run only, not a second process compiling Model for ~10 s. Keyed by the
-    whole document and the GPU's architecture, since that process loads all of it. Only
-    timed measurements are kept (a failure is measured again); DICE_REUSE_BUILDS=0 keeps
-    nothing. What is reused is a baseline's time (no candidate code ran in that process);
-    every check of the candidate's own run is made again."""
+    whole document (that process loads all of it, ModelNew's load_inline included) and the
+    GPU. Only timed measurements are kept (a failure is measured again); DICE_REUSE_BUILDS=0
+    keeps nothing. What is reused is Model's eager and compiled times, the second baseline
+    and the anchor the candidate's own baseline time is checked against; every check of the
+    candidate's own run is made again, and the verdict says how old the reused times are."""
 
     TTL_S = 600.0
     MAX = 32
@@ -432,13 +432,13 @@ class CompiledBaselines:
     def get(self, document: str, measure: Callable[[], TorchCompileBaseline]) -> TorchCompileBaseline:
         if not reuse_builds():
             return measure()
-        key = VerifiedBuilds.key(document, compute_capability())
+        key = VerifiedBuilds.key(document, f"{gpu_name()}/{compute_capability()}")
         with self._lock:
             measured, kept = self._kept.get(key, (0.0, None))
             age = time.monotonic() - measured
             if kept is not None and age < self.TTL_S:
                 self._kept.move_to_end(key)
-                return replace(kept, age_s=max(age, 0.1))
+                return replace(kept, age_s=max(age, 0.1), builds=None)  # no build of this run
         compiled = measure()
         if compiled.compile_ms is not None:
             with self._lock:

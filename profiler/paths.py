@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 
@@ -26,3 +29,26 @@ def cache_dir(*parts: str) -> Path:
         raise CacheFolderError(f"cannot use the cache folder {folder}: {why} (set XDG_CACHE_HOME to a "
                                "writable folder)") from exc
     return folder
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder a candidate may have shaped: shutil.rmtree recurses (a deep enough tree
+    raises RecursionError, which ignore_errors does not cover) and cannot enter a folder
+    without permissions; then chmod -R and rm -rf, which do neither and follow no links. A
+    link in the folder's place (a candidate running without namespaces can make one) is
+    removed itself, never followed."""
+    if os.path.islink(folder):
+        os.unlink(folder)
+        return
+    try:
+        shutil.rmtree(folder)
+        return
+    except FileNotFoundError:
+        return
+    except (OSError, RecursionError):
+        pass
+    for command in (["chmod", "-R", "u+rwx", "--", str(folder)], ["rm", "-rf", "--", str(folder)]):
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
+    if os.path.lexists(folder):
+        logging.getLogger(__name__).warning("could not remove the folder %s", folder)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from profiler.paths import remove_tree
 from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, accept_result, control_message
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox.isolation import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem  # noqa: F401
@@ -255,7 +255,7 @@ class Started:
             _sweep(self.marker)
             self.phase_reader.hand_over(b"")  # its reader may wait for a request: none comes
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove_tree(self.folder)
 
 
 def start_harness(time_limit: float, env: dict[str, str] | None = None, extensions: Path | None = None,
@@ -296,7 +296,7 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
                 for fd in child_fds:
                     os.close(fd)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         raise
     phase_reader = _PhaseReader(phase_r, control_w, warm is not None)
     result_reader = _ResultReader(result_r)
@@ -326,7 +326,7 @@ def run_sandboxed(request: dict, time_limit: float, *,
     try:
         return run_started(started, request, time_limit, should_cancel, on_phase)
     finally:
-        shutil.rmtree(started.folder, ignore_errors=True)
+        remove_tree(started.folder)
 
 
 def run_started(started: Started, request: dict, time_limit: float, should_cancel,

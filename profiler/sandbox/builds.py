@@ -45,7 +45,6 @@ import hashlib
 import importlib.metadata
 import logging
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -56,7 +55,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from profiler.paths import cache_root
+from profiler.paths import cache_root, remove_tree
 from profiler.sandbox.isolation import IsolationUnavailable, isolation
 
 # Build folders one store keeps (a load_inline build holds about 8 MB: two objects, the
@@ -72,27 +71,75 @@ CACHE_ENV = "DICE_BUILD_CACHE"
 DIGESTS, LOCKS = "digests", "locks"  # beside the build folders, whose names are keys
 
 
+# What a build folder may hold for its digest to be taken. A load_inline build is a few files
+# of some 8 MB; with profile's Inductor and Triton caches, some hundreds of files and tens of
+# MB. A candidate shapes its own build folder: a tree too deep for a recursive walk, sparse
+# files of gigabytes to hash, names that are not UTF-8, files it may not read. Past these
+# bounds, or unreadable, a folder is not kept (removed, no digest) and its next run builds.
+MAX_ENTRIES = 20_000
+MAX_BYTES = 4 << 30
+MAX_DEPTH = 64
+
+
+class Unkept(Exception):
+    """A build folder whose digest is not taken (past the bounds above, or unreadable)."""
+
+
 def tree_digest(folder: Path) -> str:
     """A digest of every path, link target and file's bytes under `folder` (of a FIFO, a
-    socket, a device: its type alone; a FIFO opened to be read would wait for a writer)."""
+    socket, a device: its type alone; a FIFO opened to be read would wait for a writer).
+    Walked without recursion, within MAX_ENTRIES, MAX_BYTES and MAX_DEPTH; raises Unkept."""
     digest = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, folder).encode() + b"\0")
-            if os.path.islink(path):
-                digest.update(b"link:" + os.readlink(path).encode() + b"\0")
-                continue
-            mode = os.lstat(path).st_mode
-            if not stat.S_ISREG(mode):
-                digest.update(b"special:%o\0" % stat.S_IFMT(mode))
-                continue
-            with open(path, "rb") as file:
-                for block in iter(lambda: file.read(1 << 20), b""):
-                    digest.update(block)
-            digest.update(b"\0")
+    base = os.fsencode(folder)
+    entries = size = 0
+    todo: list[tuple[bytes, int]] = [(b"", 0)]  # folders to read, relative to `folder`
+    try:
+        while todo:
+            relative, depth = todo.pop()
+            if depth > MAX_DEPTH:
+                raise Unkept(f"folders deeper than {MAX_DEPTH}")
+            with os.scandir(os.path.join(base, relative) if relative else base) as listing:
+                names = sorted(entry.name for entry in listing)
+            folders = []
+            for name in names:
+                entries += 1
+                if entries > MAX_ENTRIES:
+                    raise Unkept(f"more than {MAX_ENTRIES} entries")
+                path = os.path.join(relative, name) if relative else name
+                full = os.path.join(base, path)
+                mode = os.lstat(full).st_mode
+                if stat.S_ISDIR(mode):
+                    digest.update(path + b"/\0")
+                    folders.append(path)
+                    continue
+                digest.update(path + b"\0")
+                if stat.S_ISLNK(mode):
+                    digest.update(b"link:" + os.readlink(full) + b"\0")
+                elif not stat.S_ISREG(mode):
+                    digest.update(b"special:%o\0" % stat.S_IFMT(mode))
+                else:
+                    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                    with os.fdopen(fd, "rb") as file:
+                        size += os.fstat(file.fileno()).st_size
+                        if size > MAX_BYTES:
+                            raise Unkept(f"more than {MAX_BYTES >> 30} GiB")
+                        for block in iter(lambda: file.read(1 << 20), b""):
+                            digest.update(block)
+                    digest.update(b"\0")
+            todo.extend((f, depth + 1) for f in reversed(folders))
+    except OSError as exc:
+        raise Unkept(f"unreadable: {exc}") from exc
     return digest.hexdigest()
+
+
+def _digest_or_remove(folder: Path) -> str | None:
+    """The folder's digest, or None with the folder removed (Unkept: see MAX_ENTRIES)."""
+    try:
+        return tree_digest(folder)
+    except Unkept as why:
+        logging.getLogger(__name__).info("build folder %s not kept: %s", folder, why)
+        remove_tree(folder)
+        return None
 
 
 def _is_key(name: str) -> bool:
@@ -104,10 +151,15 @@ def _flock(path: Path, wait: bool) -> int | None:
     Lock files are removed with their folder (under the lock): one locked meanwhile by its
     old name is not the file now there, so it is opened again."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Write-only, mode 0200: a candidate (same uid, the store's mount read-only to it) can
+        # open it neither to write (EROFS) nor to read (EACCES), so it cannot hold another
+        # document's lock.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o200)
         try:
+            os.fchmod(fd, 0o200)
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+            now, held = os.stat(path), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
                 return fd
         except BlockingIOError:
             os.close(fd)
@@ -202,27 +254,33 @@ class VerifiedBuilds:
         else:
             with self._lock:
                 known = self.digests.pop(key, None)
-        if folder.exists() and (known is None or tree_digest(folder) != known):
-            shutil.rmtree(folder, ignore_errors=True)
+        if os.path.lexists(folder) and (known is None or _digest_or_remove(folder) != known):
+            remove_tree(folder)
         folder.mkdir(exist_ok=True)
         return folder
 
     def checkin(self, key: str) -> None:
         """Record the folder as the run that used it left it (its process tree is dead), and
-        drop the least recently used folders past max_folders (none that a run uses)."""
-        digest = tree_digest(self.root / key)
+        drop the least recently used folders past max_folders (none that a run uses). A folder
+        past the bounds of tree_digest is removed instead; nothing here fails the run."""
+        digest = _digest_or_remove(self.root / key)
         if self.persistent:
-            self._write_digest(key, digest)
-            self._evict_on_disk()
+            try:
+                if digest is not None:
+                    self._write_digest(key, digest)
+                self._evict_on_disk()
+            except OSError as exc:  # the cache removed meanwhile: the folder stays unverified
+                logging.getLogger(__name__).warning("build store %s: %s", self.root, exc)
             return
         with self._lock:
-            self.digests[key] = digest
+            if digest is not None:
+                self.digests[key] = digest
             old = [k for k in self.digests if not self._busy(k)][:max(0, len(self.digests) - self.max_folders)]
             for k in old:
                 del self.digests[k]
                 self._in_use.pop(k, None)
         for k in old:
-            shutil.rmtree(self.root / k, ignore_errors=True)
+            remove_tree(self.root / k)
 
     def _write_digest(self, key: str, digest: str) -> None:
         """The digest file, whole or not at all (a temporary file renamed over it), its mtime
@@ -257,8 +315,10 @@ class VerifiedBuilds:
                 continue  # another run's (this process's or another's)
             try:
                 (digests / key).unlink(missing_ok=True)
-                shutil.rmtree(self.root / key, ignore_errors=True)
+                remove_tree(self.root / key)
                 (self.root / LOCKS / key).unlink(missing_ok=True)
+            except OSError as exc:  # one folder that cannot go never fails another's run
+                logging.getLogger(__name__).warning("build store: %s not removed: %s", key, exc)
             finally:
                 os.close(held)
             with self._lock:
@@ -272,7 +332,7 @@ class VerifiedBuilds:
     def close(self) -> None:
         """Remove a temporary store (a store on disk stays for later processes)."""
         if not self.persistent:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove_tree(self.root)
 
 
 _PROCESS_BUILDS: dict[Path | None, VerifiedBuilds] = {}  # by root on disk; None: the temporary one

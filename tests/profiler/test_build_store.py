@@ -135,6 +135,75 @@ def test_a_fifo_left_in_a_folder_does_not_hang_its_checkin(store):
     assert _run(store, key) == ["pipe"]
 
 
+def _deep(folder: Path, levels: int) -> None:
+    """`levels` nested folders, as a candidate can make in its build folder (deeper than a
+    recursive walk or shutil.rmtree can go: RecursionError)."""
+    here = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=here)
+            below = os.open("d", os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = below
+    finally:
+        os.close(here)
+
+
+def _sparse(folder: Path) -> None:
+    with open(folder / "huge", "wb") as file:  # no blocks on disk, 2 MB to read
+        file.truncate(2 << 20)
+
+
+def _odd_name(folder: Path) -> None:
+    Path(os.fsdecode(bytes(folder) + b"/\xff\xfe.so")).write_text("library")
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["in memory", "on disk"])
+def test_a_folder_a_candidate_shaped_is_dropped_and_fails_no_other_run(tmp_path, persistent, monkeypatch):
+    """Contents a candidate can leave in its own build folder: a tree 1,500 folders deep (a
+    recursive walk or shutil.rmtree raises RecursionError), a sparse file past MAX_BYTES. Each
+    such folder is removed at checkin, with no digest (its next run builds again), and no
+    checkin raises. A name that is not UTF-8 is digested by its bytes: that folder is kept.
+    Another document's build stays."""
+    import profiler.sandbox.builds as builds
+
+    monkeypatch.setattr(builds, "MAX_BYTES", 1 << 20)
+    store = VerifiedBuilds(max_folders=8, root=tmp_path / "builds" if persistent else None)
+    try:
+        honest = VerifiedBuilds.key("honest", "9.0")
+        _run(store, honest, {"ext.so": "library"})
+        for name, shape, kept in (("deep", lambda f: _deep(f, 1500), False), ("sparse", _sparse, False),
+                                  ("odd name", _odd_name, True)):
+            key = VerifiedBuilds.key(name, "9.0")
+            with store.folder(key) as folder:
+                shape(folder)
+            assert store.known(key) is kept, name
+            assert len(_run(store, key)) == (1 if kept else 0), name
+        assert _run(store, honest) == ["ext.so"]
+    finally:
+        store.close()
+
+
+def test_a_deep_tree_is_removed(tmp_path):
+    from profiler.paths import remove_tree
+
+    folder = tmp_path / "sandbox"
+    folder.mkdir()
+    _deep(folder, 1500)
+    (folder / "locked").mkdir()
+    (folder / "locked" / "file").write_text("x")
+    (folder / "locked").chmod(0)
+    remove_tree(folder)
+    assert not folder.exists()
+
+
+def test_lock_files_are_not_readable(on_disk):
+    first, _ = on_disk
+    key = VerifiedBuilds.key("doc", "9.0")
+    _run(first, key)
+    assert (first.root / LOCKS / key).stat().st_mode & 0o777 == 0o200  # a candidate cannot open it to flock
+
+
 def test_the_process_store_is_one_store():
     assert process_builds() is process_builds()
 

@@ -225,3 +225,27 @@ def test_without_namespaces_no_candidate_sandbox_waits_beside_a_running_one():
                                    time_limit=30.0)
     # each started at its turn: its start-up (a fork, milliseconds) is all that precedes its request
     assert first.extra["phases"]["started_s_before"] < 0.5 and second.extra["phases"]["started_s_before"] < 0.5
+
+
+def test_folders_a_candidate_made_too_deep_to_walk_fail_nothing_but_its_own_run():
+    """A candidate nests 1,500 folders in its working folder and in its build folder: deeper
+    than shutil.rmtree or a recursive walk can go (RecursionError, which ignore_errors does not
+    cover), once enough to make the judge raise instead of giving a verdict. Its run is a
+    verdict, both folders are removed, and the next candidate is judged as usual."""
+    verdict = _judge("""
+import os
+for top in (os.getcwd(), os.environ["TORCH_EXTENSIONS_DIR"]):
+    here = os.open(top, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=here)
+        below = os.open("d", os.O_RDONLY, dir_fd=here)
+        os.close(here)
+        here = below
+    os.close(here)
+raise RuntimeError("folders: " + os.getcwd() + " " + os.environ["TORCH_EXTENSIONS_DIR"])
+""")
+    working, build = re.search(r"folders: (\S+) (\S+)", verdict.message).groups()
+    assert verdict.status in ("crash", "no_gpu"), verdict.message  # no_gpu: on a machine without one
+    assert not Path(working).exists()
+    assert not (Path(build) / "d").exists()  # the build folder was not kept as it was left
+    assert _judge("").status in ("no_gpu", "not_faster", "faster"), "the next candidate was not judged"

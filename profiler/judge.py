@@ -428,25 +428,32 @@ class CompiledBaselines:
     def __init__(self) -> None:
         self._kept: OrderedDict[str, tuple[float, TorchCompileBaseline]] = OrderedDict()
         self._lock = threading.Lock()
+        self._measuring: dict[str, threading.Lock] = {}  # a document's second request waits for the first's
 
     def get(self, document: str, measure: Callable[[], TorchCompileBaseline]) -> TorchCompileBaseline:
         if not reuse_builds():
             return measure()
         key = VerifiedBuilds.key(document, f"{gpu_name()}/{compute_capability()}")
         with self._lock:
-            measured, kept = self._kept.get(key, (0.0, None))
-            age = time.monotonic() - measured
-            if kept is not None and age < self.TTL_S:
-                self._kept.move_to_end(key)
-                return replace(kept, age_s=max(age, 0.1), builds=None)  # no build of this run
-        compiled = measure()
-        if compiled.compile_ms is not None:
+            turn = self._measuring.setdefault(key, threading.Lock())
+        with turn:
             with self._lock:
-                self._kept[key] = (time.monotonic(), compiled)
-                self._kept.move_to_end(key)
+                measured, kept = self._kept.get(key, (0.0, None))
+                age = time.monotonic() - measured
+                if kept is not None and age < self.TTL_S:
+                    self._kept.move_to_end(key)
+                    return replace(kept, age_s=max(age, 0.1), builds=None)  # no build of this run
+            compiled = measure()
+            with self._lock:
+                if compiled.compile_ms is not None:
+                    self._kept[key] = (time.monotonic(), compiled)
+                    self._kept.move_to_end(key)
+                else:  # not kept: nor its turn (a request waiting on it measures again)
+                    self._measuring.pop(key, None)
                 while len(self._kept) > self.MAX:
-                    self._kept.popitem(last=False)
-        return compiled
+                    dropped, _ = self._kept.popitem(last=False)
+                    self._measuring.pop(dropped, None)
+            return compiled
 
 
 COMPILED = CompiledBaselines()

@@ -3,6 +3,9 @@ process (the warm re-profile the language server makes), and only while it is fr
 
 from __future__ import annotations
 
+import threading
+import time
+
 from profiler.judge import CompiledBaselines, TorchCompileBaseline, with_torch_compile
 from profiler.results import Verdict
 from profiler.sandbox.builds import REUSE_ENV
@@ -82,3 +85,22 @@ def test_a_verdict_says_how_old_a_reused_baseline_is():
     fresh.time_ms = 0.25
     with_torch_compile(fresh, TIMED)
     assert "torch_compile_age_s" not in fresh.extra and "ago" not in fresh.message
+
+
+def test_two_requests_for_the_same_document_at_once_measure_it_once():
+    kept = CompiledBaselines()
+    calls = []
+
+    def measure() -> TorchCompileBaseline:
+        calls.append(1)
+        time.sleep(0.3)  # the first request's torch.compile run, while the second arrives
+        return TIMED
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(kept.get("doc", measure))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(calls) == 1 and len(got) == 2
+    assert sorted(g.age_s > 0 for g in got) == [False, True]  # one measured, one reused

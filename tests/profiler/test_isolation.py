@@ -161,6 +161,7 @@ def test_a_pre_started_kernelbench_sandbox_runs_in_namespaces():
         assert spare is not None and spare.isolated
         request = _kernelbench_request(cases.BASELINE, None, "relu.py", 60.0)
         outcome = run_started(spare, request, 60.0, None)
+        spare.discard()  # its folder (run_sandboxed removes it for a run it starts)
     finally:
         pool.shutdown()
     assert outcome.isolation == "namespaces" and outcome.process["started_s_before"] > 0

@@ -258,13 +258,51 @@ class Started:
             remove_tree(self.folder)
 
 
+# Sandbox folders are named FOLDER_PREFIX + the judging process's pid + "-": a judge killed
+# outright (SIGKILL: the language server killed by its editor, a bench worker past its hard
+# deadline) cannot remove its sandboxes' folders, and its keepers die with it; the next judge
+# on the machine removes the folders of judges no longer alive.
+FOLDER_PREFIX = "dice-sandbox-"
+_SWEPT = threading.Event()
+
+
+def _sweep_folders_left() -> None:
+    """Once per process: remove the sandbox folders, in the temporary folder, of judging
+    processes that are dead (a pid alive, even reused by another program, keeps its folders)."""
+    if _SWEPT.is_set():
+        return
+    _SWEPT.set()
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(root.glob(f"{FOLDER_PREFIX}*-*"))
+    except OSError:
+        return
+    for folder in entries:
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or someone else's: not ours to judge)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            if folder.stat().st_uid == os.getuid():
+                remove_tree(folder)
+        except OSError:
+            continue
+
+
 def start_harness(time_limit: float, env: dict[str, str] | None = None, extensions: Path | None = None,
                   warm: str | None = None) -> Started:
     """A harness process in a fresh folder with the sandbox's environment and limits, which
     runs one request, handed to it by run_started(). `warm` ("cuda") has it import and set
     up what that kind of request needs first, then report READY and wait."""
     isolated = isolation()
-    folder = Path(tempfile.mkdtemp(prefix="dice-sandbox-"))
+    _sweep_folders_left()
+    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
     try:
         extensions = extensions or folder / "extensions"
         confined = ["--isolate", "--writable", str(folder)] if isolated else []

@@ -8,6 +8,8 @@ runs for real on a machine without a GPU (the well-behaved one then reads "no_gp
 from __future__ import annotations
 
 import importlib.util
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -91,3 +93,32 @@ def test_a_runner_does_not_outlive_a_killed_judge(tmp_path):
     while _alive(runner_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(runner_pid)
+
+
+def test_the_folders_of_a_killed_judge_are_removed_by_the_next(tmp_path, monkeypatch):
+    """A judge killed outright (SIGKILL) cannot remove its sandboxes' folders; the next judge
+    on the machine removes them at its first sandbox, and leaves those of live judges."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import profiler.sandbox as sandbox
+
+    script = ("import os, signal\nfrom profiler.sandbox import start_harness\n"
+              "print(start_harness(30.0).folder, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=120)
+    left = Path(killed.stdout.strip())
+    assert killed.returncode == -9 and left.parent == tmp_path and left.is_dir(), killed.stderr
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        alive = tmp_path / f"{sandbox.FOLDER_PREFIX}{live.pid}-kept"
+        alive.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        monkeypatch.setattr(sandbox, "_SWEPT", threading.Event())
+        started = sandbox.start_harness(30.0)
+        started.discard()
+        assert not left.exists() and alive.is_dir()
+    finally:
+        live.kill()
+        live.wait()

@@ -132,13 +132,12 @@ def tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _digest_or_remove(folder: Path) -> str | None:
-    """The folder's digest, or None with the folder removed (Unkept: see MAX_ENTRIES)."""
+def _kept_digest(folder: Path) -> str | None:
+    """The folder's digest, or None for a folder not to be kept (Unkept: see MAX_ENTRIES)."""
     try:
         return tree_digest(folder)
     except Unkept as why:
         logging.getLogger(__name__).info("build folder %s not kept: %s", folder, why)
-        remove_tree(folder)
         return None
 
 
@@ -254,7 +253,7 @@ class VerifiedBuilds:
         else:
             with self._lock:
                 known = self.digests.pop(key, None)
-        if os.path.lexists(folder) and (known is None or _digest_or_remove(folder) != known):
+        if os.path.lexists(folder) and (known is None or _kept_digest(folder) != known):
             remove_tree(folder)
         folder.mkdir(exist_ok=True)
         return folder
@@ -263,7 +262,9 @@ class VerifiedBuilds:
         """Record the folder as the run that used it left it (its process tree is dead), and
         drop the least recently used folders past max_folders (none that a run uses). A folder
         past the bounds of tree_digest is removed instead; nothing here fails the run."""
-        digest = _digest_or_remove(self.root / key)
+        digest = _kept_digest(self.root / key)
+        if digest is None:
+            remove_tree(self.root / key)
         if self.persistent:
             try:
                 if digest is not None:

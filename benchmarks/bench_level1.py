@@ -1,7 +1,7 @@
 """`dice bench` over the 50 KernelBench level1 problems, one candidate each, resumable.
 
     python benchmarks/bench_level1.py [--budget-s 330] [--state .bench-level1] [--out $OUT/bench_level1]
-                                      [--restore .bench-level1.tar.gz]
+                                      [--restore .bench-level1.tar.gz] [--phases rate] [--build-jobs 12]
 
 Candidates: the hand-written correct control of benchmarks/kernelbench_controls where one
 exists, else one answer of the built-in model (`--model builtin`). Phases, each a
@@ -20,6 +20,11 @@ goes on where it stopped when run again:
 4. alone:    RETIME_PROBLEMS correct controls re-timed by `dice profile`, alone on the
              machine (no build running), against the speedups the bench measured while
              builds ran.
+
+`--phases` runs some of them only; `--build-jobs` sets DICE_BUILD_JOBS for dice bench (how
+many candidates build at once; default half the CPUs). Each phase's CPU use is read from
+/proc/stat before and after it: the mean number of busy CPUs says whether builds had the
+machine's CPUs to themselves or left them idle.
 
 Prints and writes STATE/bench_level1.{json,md} after every phase, copied to OUT at the end
 of the call beside OUT/state.tar.gz (the logs and each phase's results): problems judged, wall time
@@ -58,6 +63,19 @@ RETIME_PROBLEMS = 3
 # intervals say (clocks, placement of the buffers): tests/bench/test_bench_gpu.py allows this.
 CROSS_PROCESS_SLACK = 0.10
 STOP_GRACE_S = 30
+PHASES = ("controls", "builtin", "rate", "alone")
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat (None
+    elsewhere): busy is all but idle and iowait."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
 def shared_level1() -> Path:
@@ -178,7 +196,7 @@ def report(out: Path, folders: dict[str, Path], state: dict, total_problems: int
     level1_s = phases["controls"]["seconds"] + phases["builtin"]["seconds"]
     summary = {"level1_problems": total_problems, "level1_judged": level1, "level1_seconds": round(level1_s, 1),
                "level1_minutes": round(level1_s / 60, 1), "level1_target_minutes": 30,
-               "phases": phases, "alone": state.get("alone", []), "calls": state["calls"]}
+               "phases": phases, "alone": state.get("alone", []), "calls": state["calls"], "cpu": state.get("cpu", {})}
     (out / "bench_level1.json").write_text(json.dumps(summary, indent=1))
     lines = ["# dice bench, KernelBench level1, one candidate each", "",
              f"level1: {level1}/{total_problems} problems judged in {level1_s / 60:.1f} min of dice bench "
@@ -187,6 +205,13 @@ def report(out: Path, folders: dict[str, Path], state: dict, total_problems: int
     for name, p in phases.items():
         lines.append(f"| {name} | {p['problems']}/{p['of']} | {p['candidates']} | {p['seconds']} | "
                      f"{p['candidates_per_minute']} | {p['complete']} |")
+    if summary["cpu"]:
+        lines += ["", "CPU use of each call's phase (from /proc/stat):", "",
+                  "| phase | seconds | busy CPUs (mean) | of | share busy | DICE_BUILD_JOBS |", "| --- | --- | --- | --- | --- | --- |"]
+        for name, calls in summary["cpu"].items():
+            for c in calls:
+                lines.append(f"| {name} | {c['seconds']} | {c['busy_cpus']} | {c['cpus']} | {c['busy_share']} | "
+                             f"{c['build_jobs']} |")
     if summary["alone"]:
         lines += ["", "Speedups while builds ran (bench) against alone (`dice profile`), 95% intervals:", "",
                   "| problem | bench | alone | intervals overlap | within 10% slack |", "| --- | --- | --- | --- | --- |"]
@@ -208,7 +233,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=default_out, help="where this call's report goes")
     parser.add_argument("--budget-s", type=float, default=330.0, help="stop starting work after this (default 330)")
     parser.add_argument("--restore", type=Path, help="a state.tar.gz of an earlier call, unpacked when --state is absent")
+    parser.add_argument("--phases", default=",".join(PHASES), help=f"which of {', '.join(PHASES)} (default all)")
+    parser.add_argument("--build-jobs", type=int, help="DICE_BUILD_JOBS for dice bench (default: half the CPUs)")
     args = parser.parse_args()
+    wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not wanted or wanted - set(PHASES):
+        parser.error(f"--phases takes {', '.join(PHASES)}")
+    if args.build_jobs is not None:
+        os.environ["DICE_BUILD_JOBS"] = str(args.build_jobs)
     deadline = time.monotonic() + args.budget_s
     out = args.state.resolve()
     if args.restore is not None and not out.exists():
@@ -226,22 +258,33 @@ def main() -> int:
         ("rate", [str(folders["rate"]), "--solutions", str(folders["rate-solutions"])]),
     ]
     for name, argv in phases:
+        if name not in wanted:
+            continue
         if state["complete"].get(name) or not any(folders[name].glob("*.py")):
             state["complete"][name] = True
             continue
         left = deadline - time.monotonic()
         if left < 20:
             break
-        print(f"== phase {name}: {left:.0f} s left in this call", flush=True)
+        print(f"== phase {name}: {left:.0f} s left in this call; DICE_BUILD_JOBS="
+              f"{os.environ.get('DICE_BUILD_JOBS', '(default)')}", flush=True)
+        before = cpu_times()
         code, seconds = run_bench([*argv, "--out", str(out / name), "--resume", "--json"], log, left)
+        after = cpu_times()
         state["seconds"][name] = state["seconds"].get(name, 0.0) + seconds
+        if before is not None and after is not None:
+            cpu = state.setdefault("cpu", {}).setdefault(name, [])
+            busy, total = after[0] - before[0], after[1] - before[1]
+            cpu.append({"seconds": round(seconds, 1), "busy_cpus": round(busy / seconds, 2) if seconds else None,
+                        "busy_share": round(busy / total, 3) if total else None, "cpus": os.cpu_count(),
+                        "build_jobs": os.environ.get("DICE_BUILD_JOBS", "default")})
         state["complete"][name] = code == 0
         state_file.write_text(json.dumps(state, indent=1))
         report(out, folders, state, total)
         if code is None:
             break
-    if all(state["complete"].get(n) for n, _ in phases) and len(state.get("alone", [])) < RETIME_PROBLEMS \
-            and deadline - time.monotonic() > 60:
+    if "alone" in wanted and all(state["complete"].get(n) for n, _ in phases) \
+            and len(state.get("alone", [])) < RETIME_PROBLEMS and deadline - time.monotonic() > 60:
         print("== phase alone: dice profile of correct controls, nothing else running", flush=True)
         retime_alone(out, out / "controls", state, deadline)
         state_file.write_text(json.dumps(state, indent=1))

@@ -7,7 +7,11 @@ in, from benchmarks/kernelbench_controls), in one process:
   candidate warm, with the process-wide build store (today's code);
 - the same cold and warm `profile` with DICE_REUSE_BUILDS=0, which restores the behaviour
   before the store: each judging builds in a folder of its own, and profile's torch.compile
-  run builds the document's extension a second time.
+  run builds the document's extension a second time (`--modes store` leaves it out);
+- `dice profile` of the same file in a new process, twice (the build store on disk, where
+  sandboxes are isolated; torch.compile(Model) is measured again by each new process);
+- nvcc's own phases (`nvcc --time`) for the file's CUDA, compiled alone with the flags
+  torch's build.ninja gave it: where the cold build's long pole goes.
 
 Each mode judges its own text (a comment differs), so neither finds the other's build. The
 store's mode runs first and so pays the machine's first-use costs (page cache, CUDA). For
@@ -17,15 +21,20 @@ the link). Targets: cold <= 30 s, warm <= 5 s.
 
 Writes $OUT/kernelbench_build.json (after every measurement) and $OUT/kernelbench_build.md;
 OUT defaults to ./.device-out. From the repository root, on the GPU machine:
-    python benchmarks/kernelbench_build.py [--files 1|2]
+    python benchmarks/kernelbench_build.py [--files 1|2] [--modes store,before]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +44,7 @@ sys.path.insert(0, str(REPO))
 import profiler  # noqa: E402  (after the path is set)
 import profiler.judge as judge_module  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
-from profiler.sandbox.builds import REUSE_ENV  # noqa: E402
+from profiler.sandbox.builds import REUSE_ENV, process_builds  # noqa: E402
 
 CONTROLS = REPO / "benchmarks" / "kernelbench_controls"
 FILES = [("level1", "19_ReLU"), ("level2", "12_Gemm_Multiply_LeakyReLU")]
@@ -95,26 +104,107 @@ def measure(label: str, call) -> dict:
     return row
 
 
-def one_file(problem_path: Path, control: Path, tag: str, rows: list[dict], save) -> None:
-    """Measure one file in both modes, appending to `rows` and saving after each measurement."""
+MODES = {"store": "1", "before": "0"}
+MODE_LABELS = {"store": "store", "before": "before (DICE_REUSE_BUILDS=0)"}
+
+
+def one_file(problem_path: Path, control: Path, tag: str, rows: list[dict], save, modes: list[str]) -> str:
+    """Measure one file in each mode, appending to `rows` and saving after each measurement;
+    the store mode's text (for the measurements that follow)."""
     problem = problem_path.read_text()
     document = splice_model_new(problem, control.read_text())
-    for mode, reuse in (("store", "1"), ("before (DICE_REUSE_BUILDS=0)", "0")):
+    stored = ""
+    for mode in modes:
+        reuse = MODES[mode]
         os.environ[REUSE_ENV] = reuse
         text = document + f"\n# kernelbench_build {tag} {reuse}\n"  # a text of its own per mode
         path = problem_path.name
         for run in ("profile, cold", "profile, warm"):
-            rows.append({"file": problem_path.stem, "mode": mode,
+            rows.append({"file": problem_path.stem, "mode": MODE_LABELS[mode],
                          **measure(run, lambda: profiler.profile(text, path, time_limit=120.0))})
             save()
         if reuse == "1":
-            rows.append({"file": problem_path.stem, "mode": mode, **measure(
+            stored = text
+            rows.append({"file": problem_path.stem, "mode": MODE_LABELS[mode], **measure(
                 "judge, warm", lambda: profiler.judge(problem, [text], path, time_limit=120.0)[0])})
             save()
     os.environ.pop(REUSE_ENV, None)
+    return stored
 
 
-def markdown(gpu: str, rows: list[dict]) -> str:
+def new_process_profiles(problem_path: Path, text: str, runs: int = 2) -> list[dict]:
+    """`dice profile --json` of `text` in a new process, `runs` times: what a user's second
+    command costs. The build comes from the store on disk where sandboxes are isolated;
+    torch.compile(Model) is measured by every new process (its reuse lives in a process)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kb-build-") as folder:
+        document = Path(folder) / problem_path.name
+        document.write_text(text)
+        for index in range(runs):
+            started = time.perf_counter()
+            out = subprocess.run([sys.executable, "-m", "dice_lsp.cli", "profile", str(document), "--json"],
+                                 capture_output=True, text=True, timeout=600, cwd=REPO)
+            seconds = time.perf_counter() - started
+            try:
+                verdict = json.loads(out.stdout)
+                verdict = verdict[0] if isinstance(verdict, list) else verdict
+            except ValueError:
+                verdict = {}
+            extra = verdict.get("extra") or {}
+            builds = [b for key in ("builds", "torch_compile_builds") for b in (extra.get(key) or [])]
+            row = {"file": problem_path.stem, "run": f"dice profile, new process {index + 1}",
+                   "seconds": round(seconds, 2), "status": verdict.get("status"), "exit": out.returncode,
+                   "fresh_builds": sum(not b.get("cached") for b in builds),
+                   "cached_builds": sum(bool(b.get("cached")) for b in builds)}
+            log(f"  {row['run']:<34} {seconds:6.1f} s  {row['status']} (exit {out.returncode}); builds: "
+                f"{row['fresh_builds']} fresh, {row['cached_builds']} found")
+            if out.returncode != 0:
+                log(f"    stderr: {out.stderr.strip()[-400:]}")
+            rows.append(row)
+    return rows
+
+
+def _ninja_variables(text: str) -> dict[str, str]:
+    variables = {}
+    for line in text.splitlines():
+        if " = " in line and not line.startswith((" ", "\t", "build ", "rule ")):
+            name, value = line.split(" = ", 1)
+            variables[name.strip()] = value.strip()
+    return variables
+
+
+def nvcc_phases(store_root: Path) -> dict:
+    """nvcc --time over the CUDA file of a kept build folder, with the flags of its
+    build.ninja, compiled alone into a scratch folder: {"wall_s", "phases": {name: s}}."""
+    ninja = next((p for p in sorted(store_root.rglob("build.ninja")) if (p.parent / "cuda.cu").is_file()), None)
+    if ninja is None:
+        return {"error": f"no kept build folder with a cuda.cu under {store_root}"}
+    variables = _ninja_variables(ninja.read_text())
+    nvcc = variables.get("nvcc") or shutil.which("nvcc")
+    flags = shlex.split(variables.get("cuda_cflags", "")) + shlex.split(variables.get("cuda_post_cflags", ""))
+    with tempfile.TemporaryDirectory(prefix="kb-nvcc-") as scratch:
+        source = Path(scratch) / "cuda.cu"
+        shutil.copyfile(ninja.parent / "cuda.cu", source)
+        times = Path(scratch) / "time.csv"
+        command = [nvcc, *flags, "-c", str(source), "-o", str(Path(scratch) / "cuda.cuda.o"), "--time", str(times)]
+        started = time.perf_counter()
+        out = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=scratch)
+        wall = time.perf_counter() - started
+        phases: dict[str, float] = {}
+        if times.is_file():
+            for row in csv.reader(times.read_text().splitlines()):
+                cells = [c.strip() for c in row]
+                numbers = [c for c in cells if c.replace(".", "", 1).isdigit()]
+                if len(cells) >= 2 and numbers and "phase" not in cells[1].lower():
+                    phases[cells[1]] = round(phases.get(cells[1], 0.0) + float(numbers[0]) / 1000, 2)
+        result = {"wall_s": round(wall, 2), "exit": out.returncode, "phases_s": phases,
+                  "flags": " ".join(flags)}
+        if out.returncode != 0:
+            result["stderr"] = out.stderr[-1000:]
+        return result
+
+
+def markdown(gpu: str, rows: list[dict], extra: dict | None = None) -> str:
     lines = [f"### KernelBench build and judging time on {gpu} ({os.cpu_count()} CPUs)", "",
              f"Targets: cold <= {TARGET_COLD_S:.0f} s, warm <= {TARGET_WARM_S:.0f} s. Build steps are ninja's "
              "(glue: main.cpp with torch/extension.h; nvcc: cuda.cu; summed over the fresh builds of the run).", "",
@@ -125,13 +215,28 @@ def markdown(gpu: str, rows: list[dict]) -> str:
         lines.append(f"| {r['file']} | {r['mode']} | {r['run']} | {r['seconds']:.1f} | {sandboxes} | "
                      f"{r['fresh_builds']} | {r['build_s']:.1f} | {r['glue_s']:.1f} | {r['nvcc_s']:.1f} | "
                      f"{r['link_s']:.1f} | {r['status']} |")
+    extra = extra or {}
+    for r in extra.get("new_process", []):
+        lines.append(f"| {r['file']} | store, on disk | {r['run']} | {r['seconds']:.1f} | - | {r['fresh_builds']} | "
+                     f"- | - | - | - | {r['status']} |")
+    nvcc = extra.get("nvcc") or {}
+    if nvcc.get("phases_s"):
+        lines += ["", f"nvcc alone on the build's cuda.cu: {nvcc['wall_s']:.1f} s wall; phases (s): "
+                  + ", ".join(f"{name} {s:.1f}" for name, s in nvcc["phases_s"].items())]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=1, choices=(1, 2), help="how many files (default 1)")
+    parser.add_argument("--modes", default="store,before",
+                        help="store (today's) and/or before (DICE_REUSE_BUILDS=0), comma-separated")
+    parser.add_argument("--skip-new-process", action="store_true", help="no `dice profile` in a new process")
+    parser.add_argument("--skip-nvcc-phases", action="store_true", help="no nvcc --time of the build")
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        parser.error(f"--modes takes {', '.join(MODES)}")
     out = Path(os.environ.get("OUT", ".device-out"))
     out.mkdir(parents=True, exist_ok=True)
     gpu = profiler.gpu_name()
@@ -143,17 +248,28 @@ def main() -> int:
     kernelbench = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench"  # device-setup.sh sets it
     tag = f"{os.getpid()}-{int(time.time())}"
     rows: list[dict] = []
+    extra: dict = {"new_process": [], "nvcc": {}}
 
     def save() -> None:
-        (out / "kernelbench_build.json").write_text(json.dumps({"gpu": gpu, "cpus": os.cpu_count(), "rows": rows},
-                                                               indent=1))
-        (out / "kernelbench_build.md").write_text(markdown(gpu, rows))
+        (out / "kernelbench_build.json").write_text(json.dumps({"gpu": gpu, "cpus": os.cpu_count(), "rows": rows,
+                                                                **extra}, indent=1))
+        (out / "kernelbench_build.md").write_text(markdown(gpu, rows, extra))
 
     for level, stem in FILES[:args.files]:
         log(f"{level}/{stem}:")
-        one_file(kernelbench / level / f"{stem}.py", CONTROLS / level / f"{stem}.correct.py", tag, rows, save)
+        problem_path = kernelbench / level / f"{stem}.py"
+        stored = one_file(problem_path, CONTROLS / level / f"{stem}.correct.py", tag, rows, save, modes)
+        if stored and not args.skip_new_process:
+            extra["new_process"] += new_process_profiles(problem_path, stored)
+            save()
+        if not args.skip_nvcc_phases and not extra["nvcc"]:
+            extra["nvcc"] = nvcc_phases(process_builds().root)
+            log(f"  nvcc alone: {json.dumps(extra['nvcc'])}")
+            save()
     log(f"wrote {out / 'kernelbench_build.json'} and {out / 'kernelbench_build.md'}")
     store = [r for r in rows if r["mode"] == "store"]
+    if not store:
+        return 0
     cold = max(r["seconds"] for r in store if r["run"] == "profile, cold")
     warm = max(r["seconds"] for r in store if r["run"] != "profile, cold")
     log(f"TARGETS: cold {cold:.1f} s ({'met' if cold <= TARGET_COLD_S else 'NOT met'}, <= {TARGET_COLD_S:.0f} s); "

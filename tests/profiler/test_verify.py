@@ -109,6 +109,26 @@ def test_the_cuda_judge_skips_compare_only_where_compare_finds_nothing():
         assert _mismatch(params, {"out": values}, {"out": other}) is not None
 
 
+def test_same_bits_compares_every_byte_whatever_the_word_it_reads():
+    """_same_bits reads the bytes as the widest words their count divides into: a
+    difference in any byte, the last included, is found for every size, and arrays of
+    another shape or dtype are never the same."""
+    from profiler.run.cuda import _same_bits
+
+    for dtype, count in (("uint8", 7), ("uint8", 6), ("int16", 3), ("float16", 6), ("float32", 3),
+                         ("float32", 1000), ("float64", 5), ("bool", 9)):
+        values = np.arange(count).astype(dtype)
+        assert _same_bits(values, values.copy())
+        for position in {0, values.nbytes // 2, values.nbytes - 1}:
+            other = values.copy()
+            other.view(np.uint8)[position] ^= 1
+            assert not _same_bits(values, other), (dtype, count, position)
+    floats = np.arange(12, dtype=np.float32)
+    assert not _same_bits(floats, floats.view(np.int32))
+    assert not _same_bits(floats, floats.reshape(3, 4))
+    assert _same_bits(floats.reshape(3, 4), floats.reshape(3, 4).copy())
+
+
 def _kernelbench_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(dtype, baseline, candidate) pairs of every kind compare decides, as a KernelBench run
     meets them: right, reordering noise, half precision where fp32 is due, unwritten (float

@@ -42,7 +42,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import profiler  # noqa: E402  (after the path is set)
-import profiler.judge as judge_module  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
 from profiler.sandbox.builds import REUSE_ENV, process_builds  # noqa: E402
 
@@ -244,6 +243,7 @@ def main() -> int:
     if gpu is None:
         log("no GPU: nothing to measure (run this on the GPU machine)")
         return 1
+    judge_module = sys.modules["profiler.judge"]  # `profiler.judge` the attribute is the function
     judge_module.run_sandboxed = _recording(judge_module.run_sandboxed)
     kernelbench = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench"  # device-setup.sh sets it
     tag = f"{os.getpid()}-{int(time.time())}"

@@ -14,6 +14,7 @@ same on two runs, and it is timed without a comparison.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -246,11 +247,8 @@ class Side:
 
     def modified_input(self, inputs: dict[str, Any]) -> str | None:
         """The first const input whose buffer no longer holds the bytes loaded into it.
-        Inputs drawn on the device are compared there, byte for byte (viewed as uint8: one
-        compiled comparison for every dtype, which the warm-up has built); inputs from the
-        host are compared on the host."""
-        import cupy
-
+        Inputs drawn on the device are compared there, byte for byte (`_differs`); inputs
+        from the host are compared on the host."""
         for p in self.params:
             if p["role"] != "input":
                 continue
@@ -258,11 +256,44 @@ class Side:
             if isinstance(values, np.ndarray):
                 same = _same_bits(buffer.get(out=self._host_copy(p["name"], buffer)), values)
             else:
-                same = values.nbytes == buffer.nbytes and bool(cupy.array_equal(buffer.view(cupy.uint8),
-                                                                                values.view(cupy.uint8)))
+                same = values.nbytes == buffer.nbytes and not _differs(buffer, values)
             if not same:
                 return p["name"]
         return None
+
+
+# A byte comparison of two device buffers. A kernel of the judge's own, not CuPy's
+# `array_equal`: CuPy compiles each of its operations with NVRTC at its first use in a
+# process (an elementwise kernel and a reduction: 3-4 s of every pre-started harness's
+# warm-up on the H200, 2026-12-03), this one is compiled in tens of milliseconds.
+DIFFERS_SOURCE = r"""
+extern "C" __global__ void dice_differs(const unsigned char* a, const unsigned char* b,
+                                        unsigned long long n, int* differs)
+{
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (a[i] != b[i]) { *differs = 1; return; }
+    }
+}
+"""
+
+
+@functools.cache
+def _differs_kernel():
+    import cupy
+
+    return cupy.RawKernel(DIFFERS_SOURCE, "dice_differs")
+
+
+def _differs(a, b) -> bool:
+    """Whether two device arrays of as many bytes differ in any byte."""
+    import cupy
+
+    flag = cupy.zeros(1, dtype=cupy.int32)
+    n = a.nbytes
+    _differs_kernel()((max(1, min((n + 255) // 256, 8192)),), (256,),
+                      (a.view(cupy.uint8), b.view(cupy.uint8), np.uint64(n), flag))
+    return bool(int(flag.get()[0]))
 
 
 def _run(side: Side, inputs: dict[str, Any], phase: str) -> dict[str, Any]:
@@ -405,8 +436,8 @@ def warm_up() -> None:
     """What every .cu request needs before its own work, done by a pre-started harness
     (profiler.sandbox.pool) with its own kernel, so that a request finds it done: CuPy and
     NVRTC loaded, the CUDA context made, the kernels that draw, fill and copy float
-    buffers built, and the byte comparison of const inputs (outputs are compared on the
-    host, from page-locked copies: the pinned pool opened), the timing loop's buffer
+    buffers built, and the byte comparison of const inputs (`_differs`; outputs are compared
+    on the host, from page-locked copies: the pinned pool opened), the timing loop's buffer
     allocated, NVML open. Tiny work on the GPU, and no timing loop (another process may be
     timing)."""
     from profiler.run.device import cupy_ops

@@ -58,3 +58,7 @@ LOWER_PRECISION = with_body(
 ILLEGAL_ADDRESS = with_body("    if (i < n) y[i + (long long)n * 4096] = x[i];\n")
 INFINITE_LOOP = with_body("    while (clock64() >= 0) { }\n    if (i < n) y[i] = x[i] * x[i];\n")
 CHANGED_SIGNATURE = FASTER.replace("int n)", "long long n)")
+# Right in y, and writes into its const input: one element, the last (the byte comparison
+# of inputs must reach the end of the buffer), by the one thread that reads it, after its read.
+WRITES_CONST_INPUT = with_body("    if (i < n) y[i] = x[i] * x[i];\n"
+                               "    if (i == n - 1) ((float*)x)[i] = 0.5f;\n")

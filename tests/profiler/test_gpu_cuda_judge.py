@@ -52,6 +52,12 @@ def test_cheat_writes_nothing():
     assert "16777216 of 16777216 elements not written" in v.message
 
 
+def test_a_kernel_that_writes_into_its_const_input_is_wrong():
+    v = judge_one(cases.WRITES_CONST_INPUT)
+    assert v.status == "wrong" and v.correct is False
+    assert "x: the kernel wrote into this const input" in v.message
+
+
 def test_cheat_writes_half_the_output():
     v = judge_one(cases.WRITES_HALF)
     assert v.status == "wrong"

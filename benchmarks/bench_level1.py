@@ -274,9 +274,9 @@ def main() -> int:
         state["seconds"][name] = state["seconds"].get(name, 0.0) + seconds
         if before is not None and after is not None:
             cpu = state.setdefault("cpu", {}).setdefault(name, [])
-            busy, total = after[0] - before[0], after[1] - before[1]
-            cpu.append({"seconds": round(seconds, 1), "busy_cpus": round(busy / seconds, 2) if seconds else None,
-                        "busy_share": round(busy / total, 3) if total else None, "cpus": os.cpu_count(),
+            busy_s, all_s = after[0] - before[0], after[1] - before[1]
+            cpu.append({"seconds": round(seconds, 1), "busy_cpus": round(busy_s / seconds, 2) if seconds else None,
+                        "busy_share": round(busy_s / all_s, 3) if all_s else None, "cpus": os.cpu_count(),
                         "build_jobs": os.environ.get("DICE_BUILD_JOBS", "default")})
         state["complete"][name] = code == 0
         state_file.write_text(json.dumps(state, indent=1))

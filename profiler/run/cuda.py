@@ -170,6 +170,10 @@ def _scalar(p: dict):
     return np.dtype(p["dtype"]).type(p["value"])
 
 
+# The largest buffer whose host copy is page-locked (Side._host_copy).
+PINNED_MAX_BYTES = 1 << 30
+
+
 @dataclass
 class Side:
     """One compiled kernel with buffers of its own (so one side cannot see the other's)."""
@@ -232,17 +236,21 @@ class Side:
         return result
 
     def _host_copy(self, name: str, buffer) -> np.ndarray:
-        """This side's page-locked host array for buffer `name` (pageable where the driver
-        refuses page-locked memory: slower, the same bytes)."""
+        """This side's page-locked host array for buffer `name`; pageable for a buffer over
+        PINNED_MAX_BYTES (page-locked memory is taken from the machine's RAM for the run) or
+        where the driver refuses page-locked memory: slower, the same bytes."""
         if name not in self.host:
             import cupy
 
-            try:
-                memory = cupy.cuda.alloc_pinned_memory(max(1, buffer.nbytes))
-                self.host[name] = np.frombuffer(memory, buffer.dtype, buffer.size)
-                self._pinned.append(memory)  # the array does not keep it alive
-            except cupy.cuda.runtime.CUDARuntimeError:
-                self.host[name] = np.empty(buffer.size, buffer.dtype)
+            copy = None
+            if buffer.nbytes <= PINNED_MAX_BYTES:
+                try:
+                    memory = cupy.cuda.alloc_pinned_memory(max(1, buffer.nbytes))
+                    copy = np.frombuffer(memory, buffer.dtype, buffer.size)
+                    self._pinned.append(memory)  # the array does not keep it alive
+                except cupy.cuda.runtime.CUDARuntimeError:
+                    pass
+            self.host[name] = copy if copy is not None else np.empty(buffer.size, buffer.dtype)
         return self.host[name]
 
     def modified_input(self, inputs: dict[str, Any]) -> str | None:

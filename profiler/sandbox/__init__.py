@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Callable
 
 from profiler.paths import remove_tree
-from profiler.sandbox.channel import CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, accept_result, control_message
+from profiler.sandbox.channel import (CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, TURN_NEXT, accept_result,
+                                      control_message)
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox.isolation import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem  # noqa: F401
 from profiler.sandbox import keeper as _keeper
@@ -131,7 +132,12 @@ class _PhaseReader(threading.Thread):
 
     The request is written once hand_over() gives it: at once for a harness started for
     one request, at its claim for a pre-started one, which reports READY first (then
-    `ready` is set) and waits for it."""
+    `ready` is set) and waits for it.
+
+    A .cu harness asks for its turn on the GPU (TURN_NEXT) once its kernels are built: GO is
+    written when `turn` (hand_over's) is set, at once without one. Meanwhile `waiting_since`
+    says since when it waits (this thread's own clock, not anything the harness says), and
+    `turn_waits` adds up how long it waited."""
 
     def __init__(self, fd: int, control: int, warm: bool):
         super().__init__(daemon=True)
@@ -139,15 +145,37 @@ class _PhaseReader(threading.Thread):
         self.phases: list[str] = []
         self.candidate_next = False
         self.ready = threading.Event()
+        self.waiting_since: float | None = None
+        self.turn_waits = 0.0
         self._request: bytes | None = None
+        self._turn: threading.Event | None = None
         self._handed = threading.Event()
+        self._abandoned = threading.Event()
 
-    def hand_over(self, request: bytes) -> None:
-        self._request = request
+    def hand_over(self, request: bytes, turn: threading.Event | None = None) -> None:
+        self._request, self._turn = request, turn
         self._handed.set()
+
+    def abandon(self) -> None:
+        """The run is over (killed or ended): stop waiting for a turn or a request."""
+        self._abandoned.set()
+        self._handed.set()
+
+    def _wait_turn(self) -> None:
+        self.waiting_since = time.monotonic()
+        try:
+            while self._turn is not None and not self._turn.wait(POLL_S):
+                if self._abandoned.is_set():
+                    return
+        finally:
+            self.turn_waits += time.monotonic() - self.waiting_since
+            self.waiting_since = None
+        os.write(self.control, GO)
 
     def _write_request(self) -> None:
         self._handed.wait()
+        if self._request is None:
+            return
         written = 0
         while written < len(self._request):
             written += os.write(self.control, self._request[written:])
@@ -161,6 +189,9 @@ class _PhaseReader(threading.Thread):
                     if line.rstrip(b"\n") == CANDIDATE_NEXT:
                         self.candidate_next = True
                         break
+                    if line.rstrip(b"\n") == TURN_NEXT:
+                        self._wait_turn()
+                        continue
                     self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
                     if self.warm and self.phases[-1] == READY and not self.ready.is_set():
                         self.ready.set()
@@ -253,7 +284,7 @@ class Started:
         try:
             _stop(self.keeper)
             _sweep(self.marker)
-            self.phase_reader.hand_over(b"")  # its reader may wait for a request: none comes
+            self.phase_reader.abandon()  # its reader may wait for a request: none comes
         finally:
             remove_tree(self.folder)
 
@@ -347,7 +378,8 @@ def run_sandboxed(request: dict, time_limit: float, *,
                   should_cancel: Callable[[], bool] | None = None,
                   env: dict[str, str] | None = None,
                   extensions: Path | None = None,
-                  on_phase: Callable[[str], None] | None = None) -> SandboxOutcome:
+                  on_phase: Callable[[str], None] | None = None,
+                  turn: threading.Event | None = None) -> SandboxOutcome:
     """Run `request` through profiler.run.harness in a new process; raises Cancelled when
     should_cancel() turns true (the process is killed first). `env` adds allowlisted
     variables (CUDA_VISIBLE_DEVICES). `extensions` is the load_inline build folder to use
@@ -355,20 +387,23 @@ def run_sandboxed(request: dict, time_limit: float, *,
     from the pool (POOL, profiler.sandbox.pool) when it has one: same environment, limits and
     fresh folder, started for this one request only. on_phase(name) hears each phase the
     harness reports, then CANDIDATE_CODE once candidate code runs (a scheduler's hint, e.g. to
-    keep other work off the machine from then on; it decides nothing about the verdict)."""
+    keep other work off the machine from then on; it decides nothing about the verdict).
+    `turn`: a .cu run builds its kernels, then waits until `turn` is set before it uses the
+    GPU (the judge sets it when the run before has ended); that wait counts against neither
+    limit."""
     started = None
     if env is None and extensions is None:
         started = POOL.claim(request["kind"], time_limit)
     if started is None:
         started = start_harness(time_limit, env, extensions)
     try:
-        return run_started(started, request, time_limit, should_cancel, on_phase)
+        return run_started(started, request, time_limit, should_cancel, on_phase, turn)
     finally:
         remove_tree(started.folder)
 
 
 def run_started(started: Started, request: dict, time_limit: float, should_cancel,
-                on_phase=None) -> SandboxOutcome:
+                on_phase=None, turn: threading.Event | None = None) -> SandboxOutcome:
     """Hand `request` to the harness `started` (its only one) and watch it to its end."""
     nonce = secrets.token_hex(32)
     # The harness kills itself past this, should this process die without killing it.
@@ -378,9 +413,10 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     # The clock of the limits starts with the process, or at its claim for a pre-started one
     # (what it did before, it did before any request existed).
     origin = claimed if phase_reader.warm else started.spawned
-    phase_reader.hand_over(control_message(request, nonce))
+    phase_reader.hand_over(control_message(request, nonce), turn)
     phases = phase_reader.phases
     timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
+    turn_s = 0.0  # waited for its turn (by the reader's own clock): neither building nor running
     heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
     try:
         while keeper.poll() is None:
@@ -389,7 +425,10 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
             if on_phase is not None:
                 heard = _tell_phases(on_phase, phases, phase_reader.candidate_next, heard)
             now = time.monotonic()
-            if phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
+            if phase_reader.waiting_since is not None:
+                turn_s += now - last
+                last = now
+            elif phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
                 building = bool(phases) and phases[-1] in BUILD_PHASES or not phases
             else:
                 if now - last_scan >= SCAN_S:
@@ -398,7 +437,7 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
             if building:
                 build_s += now - last
             last = now
-            if build_s > BUILD_LIMIT_S or now - origin - build_s > time_limit:
+            if build_s > BUILD_LIMIT_S or now - origin - build_s - turn_s > time_limit:
                 timed_out = True
                 break
             try:  # returns as the process ends, not at the next tick (a tick is 2-5% of a warm .cu verdict)
@@ -409,12 +448,15 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
         # Whatever happened, nothing the candidate started outlives this call.
         _stop(keeper)
         escaped = _sweep(started.marker)
+        phase_reader.abandon()
     seconds = time.monotonic() - origin
     phase_reader.join(KEEPER_GRACE_S)
     result_reader.join(KEEPER_GRACE_S)
     stderr = (started.folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
     phase = phases[-1] if phases else ""
     waited = {"started_s_before": claimed - started.spawned, "run_s": seconds}
+    if phase_reader.turn_waits:
+        waited["turn_wait_s"] = phase_reader.turn_waits
     isolation_ = "namespaces" if started.isolated else "none"
     if timed_out:
         return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped, process=waited,

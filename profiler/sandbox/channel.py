@@ -3,11 +3,15 @@
 Three pipes, created by the judge and inherited by the harness as numbered descriptors
 (the keeper between them keeps no copy):
 - control (judge -> harness): the request and a fresh random nonce, one JSON line; later
-  one byte, GO, that lets the harness run candidate code;
+  one byte, GO, that lets the harness run candidate code, and (a .cu request) one GO that
+  gives it its turn on the GPU;
 - phase (harness -> judge): what the harness is doing, one name a line. Before a
   candidate's Python runs, the harness sends CANDIDATE_NEXT, closes its end and waits for
   GO, which the judge sends once it has closed its own end: from then on the pipe exists
-  nowhere, and no candidate can claim to be building;
+  nowhere, and no candidate can claim to be building. A .cu harness (which runs no candidate
+  host code) sends TURN_NEXT once its kernels are built and waits for GO before it touches
+  the GPU again: the judge builds the next candidates while one is checked and timed, and
+  gives the GPU to one at a time;
 - result (harness -> judge): one JSON object, {"nonce", "measurement"}, written once at the
   end. The judge accepts the stream only if it is exactly one such object carrying the
   nonce; anything else is a crash. Nothing on disk is read back.
@@ -29,6 +33,10 @@ import time
 
 MAX_RESULT_BYTES = 64 << 20
 CANDIDATE_NEXT = b"#candidate-code-next"
+TURN_NEXT = b"#turn-next"
+# The phase the judge records while a harness waits for its turn (profiler.sandbox: that
+# time counts against neither of its limits).
+WAITING_FOR_TURN = "waiting for its turn"
 # The phase a pre-started harness (profiler.sandbox.pool) reports once it waits for its request.
 READY = "ready"
 GO = b"!"
@@ -74,6 +82,17 @@ class Phase:
         reading where time goes, never for a verdict)."""
         ends = [t for _, t in cls._began[1:]] + [time.monotonic()]
         return [[name, round(end - began, 4)] for (name, began), end in zip(cls._began, ends)]
+
+    @classmethod
+    def wait_turn(cls) -> None:
+        """Say that the GPU work comes next and wait for the judge's GO (the run before this one
+        has ended). Only before candidate code runs: the phase pipe is the harness's."""
+        if cls._fd is None:
+            return
+        cls.set(WAITING_FOR_TURN)
+        os.write(cls._fd, TURN_NEXT + b"\n")
+        if os.read(cls._control, 1) != GO:
+            raise RuntimeError("the judge did not give this run its turn")
 
     @classmethod
     def close(cls, last: str) -> None:

@@ -68,6 +68,17 @@ def enabled() -> bool:
     return kept() > 0
 
 
+def warmed_up(spare, warm_limit_s: float) -> bool:
+    """Wait for a claimed spare's warm-up to end; False if it died or took too long (it is
+    then not handed its request: its death must never be the verdict of a candidate)."""
+    deadline = spare.spawned + warm_limit_s
+    while not spare.phase_reader.ready.is_set():
+        if not spare.alive() or time.monotonic() > deadline:
+            return False
+        spare.phase_reader.ready.wait(0.02)
+    return spare.alive()
+
+
 class SandboxPool:
     """Spares of one set-up and time limit (a request that needs another starts fresh, and the
     pool turns to it)."""
@@ -139,19 +150,10 @@ class SandboxPool:
                     self.spares.remove(found)
         self._ensure_thread()
         self._wake.set()  # refill
-        if found is not None and not self._warmed_up(found):
+        if found is not None and not warmed_up(found, self.warm_limit_s):
             found.discard()
             return None
         return found
-
-    def _warmed_up(self, spare) -> bool:
-        """Wait for a claimed spare's warm-up to end; False if it died or took too long."""
-        deadline = spare.spawned + self.warm_limit_s
-        while not spare.phase_reader.ready.is_set():
-            if not spare.alive() or time.monotonic() > deadline:
-                return False
-            spare.phase_reader.ready.wait(0.02)
-        return spare.alive()
 
     def drain(self) -> None:
         """Kill every spare now; none is started again until the next reserve() or claim()."""

@@ -135,19 +135,49 @@ def test_the_worker_builds_everything_ahead_in_order_and_judges_in_order(
 
 
 def test_build_threads_start_their_processes_niced() -> None:
+    """The first problem's builds at FIRST_NICE, the others at NICE; a thread that built at NICE
+    never goes back up (it cannot without privileges, and the order makes it never need to)."""
     seen: list[int] = []
 
-    def spawn() -> None:
-        worker._nice_this_thread()
+    def child_nice() -> int:
         child = subprocess.Popen([sys.executable, "-c", "import os; print(os.nice(0))"], stdout=subprocess.PIPE,
                                  text=True)
-        seen.append(int(child.communicate()[0]))
+        return int(child.communicate()[0])
+
+    def spawn() -> None:
+        for nice in (worker.FIRST_NICE, worker.NICE, worker.FIRST_NICE):
+            worker._nice_this_thread(nice)
+            seen.append(child_nice())
 
     thread = threading.Thread(target=spawn)
     thread.start()
     thread.join()
-    assert seen == [worker.NICE]
-    assert os.nice(0) != worker.NICE  # the thread's priority, not the whole process's
+    assert seen == [worker.FIRST_NICE, worker.NICE, worker.NICE]
+    assert os.nice(0) not in worker.BUILD_NICES  # the thread's priority, not the whole process's
+
+
+def test_builds_at_either_niceness_are_paused() -> None:
+    script = "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True); p.wait()"
+    keepers = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                                preexec_fn=lambda nice=nice: os.setpriority(os.PRIO_PROCESS, 0, nice))
+               for nice in worker.BUILD_NICES]
+    compilers = [int(k.stdout.readline()) for k in keepers]
+    pause = worker.BuildPause()
+    try:
+        pause.on_phase("timing")
+        assert all(stopped(pid) for pid in compilers)
+        pause.release()
+        assert all(running(pid) for pid in compilers)
+    finally:
+        pause.close()
+        for keeper in keepers:
+            keeper.kill()
+            keeper.wait()
+        for pid in compilers:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
 
 
 def stopped(pid: int, seconds: float = 5.0) -> bool:

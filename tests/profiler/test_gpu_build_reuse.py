@@ -58,3 +58,8 @@ def test_a_warm_rejudge_finds_the_build_and_gives_the_same_verdict(kernelbench_d
         assert v.correct is True and v.status == first.status, v.message
         assert _fresh(v.extra["builds"]) == 0
     assert again.speedup == pytest.approx(first.speedup, rel=0.25)  # the same kernel, timed again
+    if again.extra.get("isolation") == "namespaces":
+        # The second profile ran in the sandbox kept for the document after the first
+        # (profiler.sandbox.spare): started before its request, not at it.
+        assert again.extra["phases"]["started_s_before"] > 0.5
+        assert first.extra["phases"]["started_s_before"] < 0.5

@@ -73,6 +73,10 @@ def test_verdicts_are_the_same_with_the_pool_off_and_on(monkeypatch):
     assert all(any(name == "warm-up" for name, _ in p["harness"]) for p in ran_on)
     ran_off = [v.extra["phases"] for v in off.values() if "phases" in v.extra and v.extra["phases"].get("harness")]
     assert ran_off and not any(any(name == "warm-up" for name, _ in p["harness"]) for p in ran_off)
+    # With the pool on, later candidates were built while an earlier one had the GPU, and
+    # waited for their turn (a wait of the judge's own clock); with it off, none waited.
+    assert any(p.get("turn_wait_s", 0) > 0 for p in ran_on)
+    assert not any(p.get("turn_wait_s", 0) > 0.2 for p in ran_off)
 
 
 def test_a_hang_in_a_pooled_process_times_out_and_the_next_is_judged(monkeypatch):
@@ -82,3 +86,6 @@ def test_a_hang_in_a_pooled_process_times_out_and_the_next_is_judged(monkeypatch
     print(hang.extra.get("stderr_tail", "")[-3000:])
     assert hang.status == "timeout"
     assert good.status == "faster" and good.correct is True
+    # The good candidate was built beside the hang and waited for its turn until the hang was
+    # killed: a wait that counted against neither of its own limits.
+    assert good.extra["phases"]["turn_wait_s"] > 5.0

@@ -122,3 +122,72 @@ def test_the_folders_of_a_killed_judge_are_removed_by_the_next(tmp_path, monkeyp
     finally:
         live.kill()
         live.wait()
+
+
+def _harness_side(phase_w: int, control_r: int, log: list) -> None:
+    """What a .cu harness does with the real channel: its phases, then its turn."""
+    from profiler.sandbox.channel import Phase, read_control
+
+    Phase.open(phase_w, control_r)
+    try:
+        Phase.set("compile")
+        request, _ = read_control(control_r)
+        log.append(("request", request["kind"]))
+        Phase.wait_turn()
+        log.append(("turn", time.monotonic()))
+        Phase.set("timing")
+    finally:
+        Phase._fd = Phase._control = None
+        os.close(phase_w)
+
+
+def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
+    """The harness asks for its turn once built; the judge's reader writes GO only when the
+    turn is given, and times the wait by its own clock (it counts against no limit)."""
+    from profiler.sandbox import _PhaseReader
+    from profiler.sandbox.channel import WAITING_FOR_TURN, control_message
+
+    control_r, control_w = os.pipe()
+    phase_r, phase_w = os.pipe()
+    reader = _PhaseReader(phase_r, control_w, warm=False)
+    turn, log = threading.Event(), []
+    reader.hand_over(control_message({"kind": "cuda"}, "nonce"), turn)
+    reader.start()
+    harness = threading.Thread(target=_harness_side, args=(phase_w, control_r, log))
+    harness.start()
+    deadline = time.monotonic() + 10
+    while reader.waiting_since is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reader.waiting_since is not None and reader.phases[-1] == WAITING_FOR_TURN
+    time.sleep(0.3)
+    assert log == [("request", "cuda")]  # no GO before its turn
+    given = time.monotonic()
+    turn.set()
+    harness.join(10)
+    reader.join(10)
+    os.close(control_r)
+    assert log[1][0] == "turn" and log[1][1] >= given
+    assert reader.waiting_since is None and reader.turn_waits >= 0.3
+    assert reader.phases[-1] == "timing"
+
+
+def test_an_abandoned_run_stops_waiting_for_its_turn():
+    """A run killed while it waits (cancelled, or its time is up) leaves no reader waiting."""
+    from profiler.sandbox import _PhaseReader
+    from profiler.sandbox.channel import TURN_NEXT, control_message
+
+    control_r, control_w = os.pipe()
+    phase_r, phase_w = os.pipe()
+    reader = _PhaseReader(phase_r, control_w, warm=False)
+    reader.hand_over(control_message({"kind": "cuda"}, "nonce"), threading.Event())
+    reader.start()
+    os.write(phase_w, TURN_NEXT + b"\n")
+    deadline = time.monotonic() + 10
+    while reader.waiting_since is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert reader.waiting_since is not None
+    reader.abandon()
+    os.close(phase_w)
+    reader.join(5)
+    assert not reader.is_alive()
+    os.close(control_r)

@@ -219,3 +219,22 @@ def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
 
     (kernel,) = find_kernels(WARM_SOURCE)
     assert [(p["name"], p["pointer"]) for p in WARM_PARAMS] == [(p.name, p.pointer) for p in kernel.params]
+
+
+def test_turns_go_to_one_run_at_a_time_in_candidate_order():
+    """The .cu judge's turns (profiler.judge._Turns): run i's turn comes when every run before
+    it has ended, whatever order the runs end in, each once, with its progress."""
+    from profiler.judge import _Turns
+
+    progress: list[tuple[int, int]] = []
+    turns = _Turns(4, lambda index, total: progress.append((index, total)))
+    given = lambda: [turns.event(i).is_set() for i in range(4)]  # noqa: E731
+    assert given() == [True, False, False, False]
+    turns.passed(2)  # ended early (it never ran): run 0 still has the GPU
+    turns.passed(1)
+    assert given() == [True, False, False, False]
+    turns.passed(0)
+    assert given() == [True, True, True, True]
+    turns.passed(0)
+    turns.passed(3)
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]

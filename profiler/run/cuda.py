@@ -234,6 +234,14 @@ class Side:
                 result[p["name"]] = _from_bf16_bits(values) if p["dtype"] == "bfloat16" else values
         return result
 
+    def host_copies(self, inputs_on_host: bool) -> None:
+        """Make now the host arrays the checks copy into (an allocation, no copy): every
+        output's, and each const input's where inputs are drawn on the host (on the device
+        they are compared there)."""
+        for p in self.params:
+            if p["role"] in ("output", "inout") or (p["role"] == "input" and inputs_on_host):
+                self._host_copy(p["name"], self.buffers[p["name"]])
+
     def _host_copy(self, name: str, buffer) -> np.ndarray:
         """This side's page-locked host array for buffer `name`; pageable for a buffer over
         PINNED_MAX_BYTES (page-locked memory is taken from the machine's RAM for the run) or
@@ -387,15 +395,19 @@ def run_cuda(request: dict) -> dict:
     except CompileFailed as exc:
         return {"outcome": "compile_error", "how": "does not compile", "kernel": kernel,
                 "diagnostics": [d.to_json() for d in exc.diagnostics]}
-    # Built and loaded (a spare's warm-up does as much beside another run). Everything from
-    # here uses the GPU: the judge lets one run at a time past this point, in order.
-    Phase.wait_turn()
+    Phase.set("allocate")
     device = cupy.cuda.Device()
     gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
     baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)
+    on_device = request.get("inputs_on", "host") == "device"
+    for side in (baseline, cand):
+        side.host_copies(inputs_on_host=not on_device)
+    # Built, loaded, its buffers allocated on the device and page-locked on the host: no kernel
+    # has run (a spare's warm-up does more beside another run). From here every step runs
+    # work on the GPU: the judge lets one run at a time past this point, in order.
+    Phase.wait_turn()
     what = "second" if profiling else "candidate"
     seeds = request["seeds"]
-    on_device = request.get("inputs_on", "host") == "device"
     common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
                   shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2])
     for checked, seed in enumerate(seeds[:-1]):

@@ -14,7 +14,7 @@ with the thread that started it (PR_SET_PDEATHSIG), so no spare is started from 
 that may end first. profiler.sandbox.POOL, the pool run_sandboxed()
 claims from, shuts down (spares killed, folders removed) at interpreter exit.
 
-DICE_SANDBOX_POOL sets how many spares are kept ready (default 2); 0 turns the pool off,
+DICE_SANDBOX_POOL sets how many spares are kept ready (default 4); 0 turns the pool off,
 and with it everything that judges ahead of its turn (profiler.judge): each candidate is
 then started, checked and run at its turn, as before the pool.
 """
@@ -29,10 +29,11 @@ from typing import Callable
 from profiler.sandbox.isolation import isolation
 
 POOL_ENV = "DICE_SANDBOX_POOL"
-# On the H200 (2026-12-03, benchmarks/profiler_timing.py --section pool) a warm .cu candidate
-# took 2.4-2.8 s through 4 spares against 6.4-6.9 s started at its turn, with the same verdicts
-# for every kind of candidate (tests/profiler/test_gpu_sandbox_pool.py).
-DEFAULT_KEEP = 2
+# As many as the editor's default request has candidates (dice_lsp.core.config: 4), so that
+# one *Optimize* finds every sandbox warm: on the H200 (2026-12-03) a burst of 8 candidates
+# with 2 kept waited ~2 s for the spares it started (a warm-up takes 1-2 s beside 8 nvcc
+# checks). Each spare is a process with a CUDA context, let go after IDLE_S unused.
+DEFAULT_KEEP = 4
 MAX_SPARES = 8  # at most this many at once, however many candidates are announced
 WARM_LIMIT_S = 120.0
 IDLE_S = 600.0

@@ -425,9 +425,9 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
             if on_phase is not None:
                 heard = _tell_phases(on_phase, phases, phase_reader.candidate_next, heard)
             now = time.monotonic()
-            if phase_reader.waiting_since is not None:
+            if phase_reader.waiting_since is not None:  # for its turn: neither building nor running
                 turn_s += now - last
-                last = now
+                building = False
             elif phase_reader.is_alive():  # no candidate code has run yet: phases are the harness's
                 building = bool(phases) and phases[-1] in BUILD_PHASES or not phases
             else:

@@ -104,16 +104,18 @@ class _Kept(threading.Thread):
 
     def claim(self, folder: Path):
         """The started sandbox, for one run in `folder` (checked out by the caller), or None
-        (it is then let go)."""
+        (its thread then discards it). A spare still in its warm-up is waited for; one that
+        died in it is never handed a request."""
         self._launched.wait()
         with self._lock:
             if self.state != "kept" or self.started is None:
                 return None
-            usable = self._same_folder(folder) and self.started.alive() \
-                and pool.warmed_up(self.started, pool.WARM_LIMIT_S)
-            self.state = "claimed" if usable else "released"
+            self.state = "claimed"
         self._decided.set()
-        return self.started if usable else None
+        if self._same_folder(folder) and self.started.alive() and pool.warmed_up(self.started, pool.WARM_LIMIT_S):
+            return self.started
+        self._finished.set()
+        return None
 
     def finished(self) -> None:
         """The claimer's run ended: the thread discards what is left and ends."""

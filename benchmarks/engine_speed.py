@@ -65,7 +65,7 @@ PROMPT_TOKENS = 1024
 BLOCK = 4
 BATCHES = (1, 8)
 OLD_DEFAULT = "graphs"  # the GPU default before issue 17
-PATHS = (OLD_DEFAULT, GPU_DEFAULT, "cached", "compiled")  # in order of importance
+PATHS = (OLD_DEFAULT, GPU_DEFAULT, "decode", "cached", "compiled")  # in order of importance
 TARGET_TOKENS_PER_S = 600
 DICE_1_7B = SDARConfig(
     vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
@@ -263,7 +263,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gen", type=int, default=128, help="tokens generated per candidate in the decode runs")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"decoding paths, in order (default {','.join(PATHS)})")
-    parser.add_argument("--skip-compiled", action="store_true", help="leave out the torch.compile paths (compiled, flex)")
+    parser.add_argument("--skip-compiled", action="store_true", help="leave out the torch.compile paths (compiled, flex, decode)")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-presets", action="store_true")
     parser.add_argument("--skip-agreement", action="store_true")
@@ -280,7 +280,7 @@ def main() -> int:
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
-    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex"))]
+    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode"))]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them
         summarize(results)

@@ -19,6 +19,11 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   here (scripts/flex_diag.py), and the engine's warm-up refuses any path whose step disagrees
   with the plain one (engine.decode.check_agreement).
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
+- `decode`: `compiled` with the step's attention through the engine's own split-KV kernel
+  (engine.decode_attention: Triton), which spreads a few query rows over the cache across the
+  GPU where a flash kernel tiled over queries runs a few thread blocks. Opt-in
+  (DICE_DECODE_PATH=decode) until measured on the device; `static-decode` runs it eagerly
+  (on the CPU through Triton's interpreter, in the tests).
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
@@ -38,8 +43,8 @@ import torch
 from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
 from engine.types import EngineError
 
-PATHS = ("recompute", "cached", "static", "static-flex", "graphs", "compiled", "flex")
-FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
+PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode")
+FAST_PATHS = ("graphs", "compiled", "flex", "decode")  # the GPU-only ones
 # The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
 # and the editor's fill tests with it, 2026-12-03). Its first use costs ~55 s of compilation for
 # one candidate and ~35 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
@@ -47,7 +52,7 @@ FAST_PATHS = ("graphs", "compiled", "flex")  # the GPU-only ones
 GPU_DEFAULT = "flex"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
 # that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
-FALLBACK = {"flex": "compiled", "compiled": "cached", "graphs": "cached"}
+FALLBACK = {"decode": "flex", "flex": "compiled", "compiled": "cached", "graphs": "cached"}
 COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled paths)
 
 
@@ -158,7 +163,7 @@ class StaticForward(CachedForward):
             self.model = torch.compile(model, fullgraph=True, dynamic=False)
 
     def key_length(self, end: int) -> int:
-        if self.compiled or self.attention == "flex":
+        if self.compiled or self.attention in ("flex", "decode"):
             return self.cache.max_len
         return min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
 
@@ -272,17 +277,26 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
     if path == "recompute":
         return RecomputeForward(model, block_size)
-    if path in ("flex", "static-flex") and not flex_supported(model.config):
+    if path in ("flex", "static-flex", "decode", "static-decode") and not flex_supported(model.config):
         raise EngineError(f"the {path!r} decoding path needs a head dimension of at least 16, a power of two "
                           f"(this model's is {model.config.head_dim})")
+    if path in ("decode", "static-decode"):
+        from engine.decode_attention import available
+
+        if (why := available()) is not None:
+            raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
+    attention = PATH_ATTENTION.get(path, "sdpa")
     weight = model.lm_head.weight
-    if path in ("cached", "static", "static-flex"):
+    if path in ("cached", "static", "static-flex", "static-decode"):
         cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
         if path == "cached":
             return CachedForward(model, cache, block_size)
-        return StaticForward(model, cache, block_size, attention="flex" if path == "static-flex" else "sdpa")
+        return StaticForward(model, cache, block_size, attention=attention)
     if weight.device.type != "cuda":
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    return graph_path(model, n, length, block_size, compiled=path != "graphs",
-                      attention="flex" if path == "flex" else "sdpa")
+    return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention)
+
+
+# The attention kernel of each path that does not use SDPA.
+PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode"}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -270,7 +270,33 @@ def flex_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bl
                           kernel_options=FLEX_KERNEL_OPTIONS)
 
 
-ATTENTION_KERNELS = ("sdpa", "flex")
+ATTENTION_KERNELS = ("sdpa", "flex", "decode")
+# Query rows (query heads per key/value head x tokens) up to which a step's attention goes
+# through the engine's decode kernel (engine.decode_attention); past it (a long first block),
+# through SDPA.
+DECODE_MAX_ROWS = 128
+
+
+class DecodeMask(NamedTuple):
+    """The mask of a step through the decode kernel, with its key lengths (computed once for
+    all layers; engine.decode_attention.kv_lengths)."""
+
+    mask: torch.Tensor
+    kv_len: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.mask.shape
+
+
+def decode_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DecodeMask) -> torch.Tensor:
+    """grouped_attention through the engine's split-KV decode kernel, for a step's few query
+    rows (SDPA past DECODE_MAX_ROWS)."""
+    if q.shape[1] // k.shape[1] * q.shape[2] > DECODE_MAX_ROWS:
+        return grouped_attention(q, k, v, mask.mask)
+    from engine.decode_attention import decode_attention
+
+    return decode_attention(q, k, v, mask.mask, mask.kv_len)
 
 
 def flex_supported(config: "SDARConfig") -> bool:
@@ -309,7 +335,10 @@ class Attention(nn.Module):
             keys[:, :, positions] = k
             values[:, :, positions] = v
             k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
-        attend = grouped_attention if isinstance(mask, torch.Tensor) else flex_grouped_attention
+        if isinstance(mask, DecodeMask):
+            attend = decode_grouped_attention
+        else:
+            attend = grouped_attention if isinstance(mask, torch.Tensor) else flex_grouped_attention
         return self.o_proj(attend(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
 
 
@@ -359,8 +388,10 @@ class SDARForCausalLM(nn.Module):
       by default the whole cache under the block-causal rule on absolute positions);
     - `logits_to_keep`: logits for the last N positions only (0 = all); decoding needs the
       current block's, and the vocabulary projection is a large matmul;
-    - `attention`: "sdpa" (torch's scaled_dot_product_attention) or "flex" (flex_attention
-      over the same mask as a BlockMask: the same attention, computed by another kernel).
+    - `attention`: "sdpa" (torch's scaled_dot_product_attention), "flex" (flex_attention
+      over the same mask as a BlockMask) or "decode" (the engine's split-KV kernel for a
+      step's few query rows, engine.decode_attention; needs Triton): the same attention,
+      computed by another kernel.
     """
 
     def __init__(self, config: SDARConfig):
@@ -400,6 +431,10 @@ class SDARForCausalLM(nn.Module):
             # captured tensor is computed inside the same graph ("'function' object has no
             # attribute 'graph'", torch 2.11 on the H200; no valid choice on the CPU).
             attn_mask = flex_block_mask(attn_mask)
+        elif attention == "decode" and isinstance(attn_mask, torch.Tensor):
+            from engine.decode_attention import kv_lengths
+
+            attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask))
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):

@@ -31,14 +31,14 @@ def gpu_model16():
 
 
 def model_for(path: str, request):
-    return request.getfixturevalue("gpu_model16" if path == "flex" else "gpu_model")
+    return request.getfixturevalue("gpu_model16" if path in ("flex", "decode") else "gpu_model")
 
 
 def prompt(length: int) -> list[int]:
     return torch.randint(0, 5000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex", "decode"])
 def test_graph_paths_give_the_plain_paths_tokens(request, path):
     gpu_model = model_for(path, request)
     cases = [
@@ -61,7 +61,7 @@ def tiny_sdar_gpu(dice_reference):
     return model
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled", "flex"])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex", "decode"])
 def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, dice_reference, path):
     """DICE's decoder on DICE's checkpoint, fp32: the fast paths commit what the eager path
     commits, with the same number of steps as DICE. (The tokens are compared with the GPU's
@@ -81,7 +81,7 @@ def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, 
         assert fast.steps == eager.steps == case["forward_passes"]["denoise"], (path, case["name"])
 
 
-@pytest.mark.parametrize("path", ["compiled", "flex"])
+@pytest.mark.parametrize("path", ["compiled", "flex", "decode"])
 def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path):
     """Prompts of new lengths (the prompt runs eagerly) and batches within one bucket (3 and
     4 candidates run as 8) reuse the compiled step."""
@@ -96,7 +96,7 @@ def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled
 
 
-@pytest.mark.parametrize("path", ["graphs", "flex"])
+@pytest.mark.parametrize("path", ["graphs", "flex", "decode"])
 def test_a_block_waits_for_the_device_once_not_per_step(request, path):
     """CUDA's sync debug mode warns at each synchronising call: as many for 4 steps per block
     as for 1 (on the graph paths, whose forward is a replay: what is counted is the loop's)."""

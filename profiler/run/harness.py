@@ -53,16 +53,27 @@ def run(request: dict) -> dict:
 def die_with_parent(deadline_s: float) -> None:
     """Never outlive the judge: die when the parent dies (Linux PR_SET_PDEATHSIG), and kill
     the whole process group (children included) at a hard deadline, in case the parent is
-    alive but stuck or gone in a way the kernel does not report."""
+    alive but stuck or gone in a way the kernel does not report. The deadline starts again
+    when a .cu run gets its turn on the GPU (Phase.wait_turn): the judge's limits leave the
+    wait out, so this one does too."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the deadline still holds
         pass
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(1)
-    watchdog = threading.Timer(deadline_s, os.killpg, args=(os.getpgrp(), signal.SIGKILL))
-    watchdog.daemon = True
-    watchdog.start()
+    watchdogs: list[threading.Timer] = []
+
+    def arm() -> None:
+        if watchdogs:
+            watchdogs.pop().cancel()
+        watchdog = threading.Timer(deadline_s, os.killpg, args=(os.getpgrp(), signal.SIGKILL))
+        watchdog.daemon = True
+        watchdog.start()
+        watchdogs.append(watchdog)
+
+    arm()
+    Phase.after_turn = arm
 
 
 def warm_up(kind: str) -> None:

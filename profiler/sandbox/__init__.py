@@ -137,7 +137,9 @@ class _PhaseReader(threading.Thread):
     A .cu harness asks for its turn on the GPU (TURN_NEXT) once its kernels are built: GO is
     written when `turn` (hand_over's) is set, at once without one. Meanwhile `waiting_since`
     says since when it waits (this thread's own clock, not anything the harness says), and
-    `turn_waits` adds up how long it waited."""
+    `turn_waits` adds up how long it waited. Only a run handed a turn ever waits, and only
+    once: code that writes TURN_NEXT to a phase pipe still open (a KernelBench document's
+    torch.compile run loads the document) gains no time outside its limits."""
 
     def __init__(self, fd: int, control: int, warm: bool):
         super().__init__(daemon=True)
@@ -151,6 +153,7 @@ class _PhaseReader(threading.Thread):
         self._turn: threading.Event | None = None
         self._handed = threading.Event()
         self._abandoned = threading.Event()
+        self._turned = False
 
     def hand_over(self, request: bytes, turn: threading.Event | None = None) -> None:
         self._request, self._turn = request, turn
@@ -162,9 +165,12 @@ class _PhaseReader(threading.Thread):
         self._handed.set()
 
     def _wait_turn(self) -> None:
+        if self._turn is None:  # no turn to wait for: nothing is excluded from the limits
+            os.write(self.control, GO)
+            return
         self.waiting_since = time.monotonic()
         try:
-            while self._turn is not None and not self._turn.wait(POLL_S):
+            while not self._turn.wait(POLL_S):
                 if self._abandoned.is_set():
                     return
         finally:
@@ -190,7 +196,9 @@ class _PhaseReader(threading.Thread):
                         self.candidate_next = True
                         break
                     if line.rstrip(b"\n") == TURN_NEXT:
-                        self._wait_turn()
+                        if not self._turned:  # once a run: the genuine harness asks once
+                            self._turned = True
+                            self._wait_turn()
                         continue
                     self.phases.append(line.rstrip(b"\n").decode(errors="replace"))
                     if self.warm and self.phases[-1] == READY and not self.ready.is_set():

@@ -30,6 +30,7 @@ import hmac
 import json
 import os
 import time
+from typing import Callable
 
 MAX_RESULT_BYTES = 64 << 20
 CANDIDATE_NEXT = b"#candidate-code-next"
@@ -50,6 +51,8 @@ class Phase:
     _fd: int | None = None
     _control: int | None = None
     _quiet = False
+    # Called once the turn is given (profiler.run.harness: its hard deadline starts again).
+    after_turn: Callable[[], None] | None = None
     # (phase, time.monotonic() it began), for the seconds each took (seconds()).
     _began: list[tuple[str, float]] = []
 
@@ -93,6 +96,8 @@ class Phase:
         os.write(cls._fd, TURN_NEXT + b"\n")
         if os.read(cls._control, 1) != GO:
             raise RuntimeError("the judge did not give this run its turn")
+        if cls.after_turn is not None:
+            cls.after_turn()
 
     @classmethod
     def close(cls, last: str) -> None:

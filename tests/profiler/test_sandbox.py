@@ -129,6 +129,7 @@ def _harness_side(phase_w: int, control_r: int, log: list) -> None:
     from profiler.sandbox.channel import Phase, read_control
 
     Phase.open(phase_w, control_r)
+    Phase.after_turn = lambda: log.append(("deadline armed again", time.monotonic()))
     try:
         Phase.set("compile")
         request, _ = read_control(control_r)
@@ -138,6 +139,7 @@ def _harness_side(phase_w: int, control_r: int, log: list) -> None:
         Phase.set("timing")
     finally:
         Phase._fd = Phase._control = None
+        Phase.after_turn = None
         os.close(phase_w)
 
 
@@ -166,7 +168,8 @@ def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
     harness.join(10)
     reader.join(10)
     os.close(control_r)
-    assert log[1][0] == "turn" and log[1][1] >= given
+    # The harness's own hard deadline starts again at its turn (the wait is outside its limits).
+    assert [entry[0] for entry in log[1:]] == ["deadline armed again", "turn"] and log[1][1] >= given
     assert reader.waiting_since is None and reader.turn_waits >= 0.3
     assert reader.phases[-1] == "timing"
 
@@ -191,3 +194,34 @@ def test_an_abandoned_run_stops_waiting_for_its_turn():
     reader.join(5)
     assert not reader.is_alive()
     os.close(control_r)
+
+
+def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
+    """Code that writes TURN_NEXT to a phase pipe still open (a KernelBench document's
+    torch.compile run loads the document) gets one GO and no time outside its limits; a run
+    with a turn waits once, however often it asks."""
+    from profiler.sandbox import _PhaseReader
+    from profiler.sandbox.channel import TURN_NEXT, control_message
+
+    for turn in (None, threading.Event()):
+        control_r, control_w = os.pipe()
+        phase_r, phase_w = os.pipe()
+        reader = _PhaseReader(phase_r, control_w, warm=False)
+        reader.hand_over(control_message({"kind": "torch_compile"}, "nonce"), turn)
+        reader.start()
+        os.read(control_r, 1 << 16)  # the request
+        for _ in range(3):
+            os.write(phase_w, TURN_NEXT + b"\n")
+        if turn is not None:
+            time.sleep(0.2)
+            turn.set()
+        assert os.read(control_r, 1) == b"!"
+        time.sleep(0.2)
+        os.set_blocking(control_r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(control_r, 1)  # one GO, not three
+        os.close(phase_w)
+        reader.join(5)
+        assert not reader.is_alive() and reader.waiting_since is None
+        assert (reader.turn_waits == 0.0) if turn is None else (0.1 < reader.turn_waits < 1.0)
+        os.close(control_r)

@@ -97,7 +97,7 @@ def _remember_peak(verdict: Verdict) -> None:
     except (OSError, ValueError):
         known = {}
     known[verdict.gpu] = verdict.peak_bandwidth_gbs
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # .cu runs end in threads of their own
     tmp.write_text(json.dumps(known, indent=1))
     tmp.replace(path)  # atomic: two judges measuring at once never leave half a file
 
@@ -282,9 +282,9 @@ class _Turns:
         with self._lock:
             while self._next < self.total and (self._next == 0 or self._ended[self._next - 1]):
                 index, self._next = self._next, self._next + 1
+                self._events[index].set()  # first: a progress callback that raises leaves no run waiting
                 if self.on_progress is not None:
                     self.on_progress(index + 1, self.total)
-                self._events[index].set()
 
 
 def _pipelined(job: _CudaJob, candidates: list[str | None], checks: list[Future], time_limit: float,

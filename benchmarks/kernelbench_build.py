@@ -58,16 +58,20 @@ def log(message: str) -> None:
 SANDBOX_RUNS: list[dict] = []
 
 
+def _record(kind: str, gpu_hidden: bool, seconds: float, outcome) -> None:
+    extra = (outcome.result or {}).get("extra") or {}
+    SANDBOX_RUNS.append({"kind": kind, "gpu_hidden": gpu_hidden, "seconds": round(seconds, 2),
+                         "status": outcome.status, "builds": extra.get("builds", [])})
+
+
 def _recording(run_sandboxed):
     """run_sandboxed, recording each run's kind, wall time and the builds its process reported."""
 
     def run(request, *args, **kwargs):
         started = time.perf_counter()
         outcome = run_sandboxed(request, *args, **kwargs)
-        extra = (outcome.result or {}).get("extra") or {}
-        SANDBOX_RUNS.append({"kind": request["kind"], "gpu_hidden": (kwargs.get("env") or {}).get(
-            "CUDA_VISIBLE_DEVICES") == "", "seconds": round(time.perf_counter() - started, 2),
-                             "status": outcome.status, "builds": extra.get("builds", [])})
+        _record(request["kind"], (kwargs.get("env") or {}).get("CUDA_VISIBLE_DEVICES") == "",
+                time.perf_counter() - started, outcome)
         return outcome
 
     return run
@@ -79,10 +83,7 @@ def _recording_started(run_started):
     def run(started, request, *args, **kwargs):
         before = time.perf_counter()
         outcome = run_started(started, request, *args, **kwargs)
-        extra = (outcome.result or {}).get("extra") or {}
-        SANDBOX_RUNS.append({"kind": request["kind"] + " (pre-started)", "gpu_hidden": False,
-                             "seconds": round(time.perf_counter() - before, 2), "status": outcome.status,
-                             "builds": extra.get("builds", [])})
+        _record(request["kind"] + " (pre-started)", False, time.perf_counter() - before, outcome)
         return outcome
 
     return run

@@ -272,20 +272,24 @@ def default_path(model: SDARForCausalLM) -> str:
     return GPU_DEFAULT if GPU_DEFAULT != "flex" or flex_supported(model.config) else "compiled"
 
 
+# The attention kernel of each path that does not use SDPA.
+PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode"}
+
+
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
     if path not in PATHS:
         raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
     if path == "recompute":
         return RecomputeForward(model, block_size)
-    if path in ("flex", "static-flex", "decode", "static-decode") and not flex_supported(model.config):
+    attention = PATH_ATTENTION.get(path, "sdpa")
+    if attention != "sdpa" and not flex_supported(model.config):
         raise EngineError(f"the {path!r} decoding path needs a head dimension of at least 16, a power of two "
                           f"(this model's is {model.config.head_dim})")
-    if path in ("decode", "static-decode"):
+    if attention == "decode":
         from engine.decode_attention import available
 
         if (why := available()) is not None:
             raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
-    attention = PATH_ATTENTION.get(path, "sdpa")
     weight = model.lm_head.weight
     if path in ("cached", "static", "static-flex", "static-decode"):
         cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
@@ -295,8 +299,4 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
     if weight.device.type != "cuda":
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
     return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention)
-
-
-# The attention kernel of each path that does not use SDPA.
-PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode"}
 

@@ -2,6 +2,7 @@
 
     python benchmarks/engine_speed.py [--gen 128] [--paths graphs,flex,cached,compiled] [--budget-s 270]
                                       [--skip-transformers] [--skip-presets] [--skip-agreement] [--skip-kernels]
+                                      [--kernel-paths cached,flex]
 
 Model: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
 embeddings, random bf16 weights (benchmarks/preset_speed.random_model); a 1024-token prompt;
@@ -268,6 +269,8 @@ def main() -> int:
     parser.add_argument("--skip-presets", action="store_true")
     parser.add_argument("--skip-agreement", action="store_true")
     parser.add_argument("--skip-kernels", action="store_true")
+    parser.add_argument("--kernel-paths", default=f"cached,{GPU_DEFAULT}",
+                        help="paths whose batch-1 step gets a kernel breakdown (default cached and the default path)")
     parser.add_argument("--budget-s", type=float, default=270,
                         help="after this many seconds, skip the optional sections left (paths other than the old "
                              "and new default, agreement, presets, kernels, transformers)")
@@ -334,7 +337,7 @@ def main() -> int:
     if not args.skip_presets and GPU_DEFAULT in paths:
         section(f"presets_{GPU_DEFAULT}_b1", lambda: preset_speeds(model, GPU_DEFAULT, args.gen), optional=True)
     if not args.skip_kernels:
-        for path in dict.fromkeys(["cached", GPU_DEFAULT]):
+        for path in dict.fromkeys(args.kernel_paths.split(",")):
             if path in paths:
                 section(f"kernels_{path}_b1", lambda: kernel_breakdown(model, path, args.gen), optional=True)
     if not args.skip_transformers:

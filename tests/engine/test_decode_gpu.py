@@ -57,6 +57,8 @@ def test_graph_paths_give_the_plain_paths_tokens(request, path):
 
 @pytest.fixture(scope="module")
 def tiny_sdar_gpu(dice_reference):
+    if not (dice_reference / "tiny-sdar").is_dir():  # a device call may carry the goldens without it
+        pytest.skip(f"DICE's tiny checkpoint not found at {dice_reference / 'tiny-sdar'}")
     model, _, _ = load_checkpoint(dice_reference / "tiny-sdar", "cuda", torch.float32)
     return model
 

@@ -135,7 +135,9 @@ def _kernels():
 _compiled = None
 
 
-def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, kv_len: torch.Tensor) -> torch.Tensor:
+def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, kv_len: torch.Tensor,
+            split: int = SPLIT, block_n: int = BLOCK_N, num_warps: int = 4, num_stages: int = 3) -> torch.Tensor:
+    """The two kernels; the tile sizes are arguments for benchmarks/decode_kernels.py."""
     import triton
 
     global _compiled
@@ -146,7 +148,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     kv_heads, s = k.shape[1], k.shape[2]
     group = heads // kv_heads
     block_m = max(MIN_ROWS, triton.next_power_of_2(group * t))
-    nsplit = triton.cdiv(s, SPLIT)
+    nsplit = triton.cdiv(s, split)
     scratch = dict(device=q.device, dtype=torch.float32)
     m = torch.empty(b * kv_heads * nsplit * block_m, **scratch)
     l_ = torch.empty_like(m)
@@ -159,8 +161,8 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
         q, k, v, mask3, kv_len, m, l_, acc,
         *q.stride(), *k.stride(), *v.stride(), *mask3.stride(),
         d ** -0.5,
-        KV_HEADS=kv_heads, GROUP=group, T=t, D=d, NSPLIT=nsplit, SPLIT_=SPLIT, BLOCK_M=block_m, BLOCK_N_=BLOCK_N,
-        MASK_ROWS=mask.shape[0] != 1, IEEE=q.dtype == torch.float32,
+        KV_HEADS=kv_heads, GROUP=group, T=t, D=d, NSPLIT=nsplit, SPLIT_=split, BLOCK_M=block_m, BLOCK_N_=block_n,
+        MASK_ROWS=mask.shape[0] != 1, IEEE=q.dtype == torch.float32, num_warps=num_warps, num_stages=num_stages,
     )
     combine[(b * kv_heads, group * t)](
         m, l_, acc, out, *out.stride(),

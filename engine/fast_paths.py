@@ -12,18 +12,19 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   kernels.
 - `flex`: `compiled` with attention through flex_attention over a block mask
   (engine.model.flex_block_mask), which reads only the cache tiles up to the current block.
-  The default on a GPU: 2.90 ms a batch-1 step of the DICE-1.7B shape on the H200 against
-  3.82 for `compiled` and 5.87 for `graphs`, the same tokens (2026-12-03, docs/benchmarks.md).
-  Its kernel is flex_attention's general one (engine.model.FLEX_KERNEL_OPTIONS): with torch
+  The default on a GPU from 2026-12-03 to 12-04: 2.90 ms a batch-1 step of the DICE-1.7B
+  shape on the H200 against 3.82 for `compiled` and 5.87 for `graphs`, the same tokens
+  (docs/benchmarks.md). Its kernel is flex_attention's general one (engine.model.FLEX_KERNEL_OPTIONS): with torch
   2.11 the split-KV decoding kernel that flex picks for a few query rows gives wrong logits
   here (scripts/flex_diag.py), and the engine's warm-up refuses any path whose step disagrees
   with the plain one (engine.decode.check_agreement).
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 - `decode`: `compiled` with the step's attention through the engine's own split-KV kernel
   (engine.decode_attention: Triton), which spreads a few query rows over the cache across the
-  GPU where a flash kernel tiled over queries runs a few thread blocks. Opt-in
-  (DICE_DECODE_PATH=decode) until measured on the device; `static-decode` runs it eagerly
-  (on the CPU through Triton's interpreter, in the tests).
+  GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
+  since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 3.07 for
+  `flex` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
+  eagerly (on the CPU through Triton's interpreter, in the tests).
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
@@ -46,10 +47,10 @@ from engine.types import EngineError
 PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode")
 FAST_PATHS = ("graphs", "compiled", "flex", "decode")  # the GPU-only ones
 # The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
-# and the editor's fill tests with it, 2026-12-03). Its first use costs ~55 s of compilation for
-# one candidate and ~35 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
+# and the editor's GPU tests with it, 2026-12-04). Its first use costs ~30 s of compilation for
+# one candidate and ~25 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
 # by inductor's cache for the next load.
-GPU_DEFAULT = "flex"
+GPU_DEFAULT = "decode"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
 # that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
 FALLBACK = {"decode": "flex", "flex": "compiled", "compiled": "cached", "graphs": "cached"}
@@ -265,11 +266,17 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
 
 
 def default_path(model: SDARForCausalLM) -> str:
-    """The engine's path: GPU_DEFAULT on a GPU (`compiled` for a model flex cannot take), the
-    eager `cached` elsewhere."""
+    """The engine's path: GPU_DEFAULT on a GPU (`flex` where Triton is missing, `compiled` for a
+    head dimension neither attention kernel takes), the eager `cached` elsewhere."""
     if model.lm_head.weight.device.type != "cuda":
         return "cached"
-    return GPU_DEFAULT if GPU_DEFAULT != "flex" or flex_supported(model.config) else "compiled"
+    if not flex_supported(model.config):
+        return "compiled"
+    if GPU_DEFAULT == "decode":
+        from engine.decode_attention import available
+
+        return "decode" if available() is None else "flex"
+    return GPU_DEFAULT
 
 
 # The attention kernel of each path that does not use SDPA.

@@ -41,7 +41,7 @@ class LocalEngine(EngineBase):
             torch.set_num_threads(1)
         # On a GPU, where an eager step is bound by kernel launches, the fastest path
         # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
-        # e.g. graphs, the default before flex, to compare.
+        # e.g. flex or graphs, the defaults before decode, to compare.
         self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
 
     @classmethod

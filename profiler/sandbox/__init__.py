@@ -256,14 +256,28 @@ def _tell_phases(on_phase: Callable[[str], None], phases: list[str], candidate_n
     return heard
 
 
+def _exited(pid: int) -> bool:
+    """Whether our child `pid` has ended, without reaping it (it stays a zombie)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already
+        return True
+
+
 def _stop(keeper: subprocess.Popen) -> None:
-    """Have the keeper kill everything below it; kill it (and its group) if it does not."""
-    if keeper.poll() is None:
+    """Have the keeper kill everything below it; kill it (and its group) if it does not.
+
+    The group is killed before the keeper is reaped: until then the keeper's pid, which is
+    the group's id, cannot be given to another process, so the kill cannot reach a group that
+    took the number over."""
+    if keeper.returncode is None:
         try:
             keeper.send_signal(signal.SIGTERM)
-            keeper.wait(KEEPER_GRACE_S)
-        except (subprocess.TimeoutExpired, ProcessLookupError):
+        except ProcessLookupError:
             pass
+        deadline = time.monotonic() + KEEPER_GRACE_S
+        while not _exited(keeper.pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
     try:
         os.killpg(keeper.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -225,3 +225,44 @@ def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
         assert not reader.is_alive() and reader.waiting_since is None
         assert (reader.turn_waits == 0.0) if turn is None else (0.1 < reader.turn_waits < 1.0)
         os.close(control_r)
+
+
+def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tmp_path):
+    """profiler.sandbox._stop: a keeper deaf to SIGTERM and a child of its group are killed
+    after the grace, the keeper reaped (not left a zombie), and the child gone."""
+    import signal
+    import subprocess
+    import sys
+
+    from profiler import sandbox
+
+    child_pid = tmp_path / "child.pid"
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+        f"open({str(child_pid)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(60)\n"
+    )
+    keeper = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (child_pid.exists() and child_pid.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(child_pid.read_text())
+    original_grace = sandbox.KEEPER_GRACE_S
+    sandbox.KEEPER_GRACE_S = 0.3
+    try:
+        started = time.monotonic()
+        sandbox._stop(keeper)
+        took = time.monotonic() - started
+    finally:
+        sandbox.KEEPER_GRACE_S = original_grace
+    assert keeper.returncode == -signal.SIGKILL  # reaped, killed after the grace
+    assert 0.25 < took < 10
+    for _ in range(100):  # the child is re-parented and reaped by init: it vanishes
+        if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the keeper's child {child} outlived _stop")

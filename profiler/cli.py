@@ -130,7 +130,7 @@ def profile_command(args: argparse.Namespace) -> int:
             find_kernel(source, args.kernel)
         except ValueError as exc:
             return _usage_error(str(exc))
-    verdict = profiler.profile(source, str(path), kernel=args.kernel)
+    verdict = profiler.profile(source, str(path), kernel=args.kernel, keep_warm=False)  # it exits next
     if args.json:
         print(json.dumps(verdict.to_json()))
     else:

@@ -700,16 +700,19 @@ def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None
 
 
 def profile(source: str, path: str, *, kernel: str | None = None, time_limit: float = 60.0,
-            should_cancel: Callable[[], bool] | None = None) -> Verdict:
+            should_cancel: Callable[[], bool] | None = None, keep_warm: bool = True) -> Verdict:
     """Compile, check and time what the document holds: a .cu kernel alone (outputs fully
     written and repeatable), or a KernelBench ModelNew against its Model (Model alone when
-    there is no ModelNew), with torch.compile(Model) as a second baseline."""
+    there is no ModelNew), with torch.compile(Model) as a second baseline. keep_warm: after a
+    KernelBench profile, keep a sandbox started for the document's next run (a process that
+    profiles once and exits, as `dice profile` does, passes False)."""
     if is_kernelbench(path):
         candidate = source if defines_model_new(source) else None
         builds = process_builds() if reuse_builds() else None
         verdict = _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
                                        builds=builds)
-        _keep_a_spare(source, path, time_limit, builds)
+        if keep_warm:
+            _keep_a_spare(source, path, time_limit, builds)
         return verdict
     (verdict,) = _cuda_verdicts(source, [None], path, kernel, time_limit, None, should_cancel)
     return verdict

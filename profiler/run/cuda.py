@@ -372,6 +372,24 @@ def _bytes_moved(params: list[dict]) -> int:
     return sum(factor[p["role"]] * p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"])
 
 
+# A run allocates its buffers before its turn only where AHEAD_ROOM times what it allocates
+# is free: the judge lets up to two runs wait, buffers allocated, while one has the GPU, and a
+# run that found no memory while waiting would be judged for the others' buffers.
+AHEAD_ROOM = 4
+
+
+def _allocate_ahead(params: list[dict]) -> bool:
+    """Whether this run's buffers (both sides') may be allocated before its turn."""
+    import cupy
+
+    need = 2 * sum(p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"])
+    try:
+        free, _ = cupy.cuda.runtime.memGetInfo()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return AHEAD_ROOM * need <= free
+
+
 def run_cuda(request: dict) -> dict:
     """The measurement of one .cu request (profiler.verdict turns it into a Verdict)."""
     import cupy
@@ -395,6 +413,9 @@ def run_cuda(request: dict) -> dict:
     except CompileFailed as exc:
         return {"outcome": "compile_error", "how": "does not compile", "kernel": kernel,
                 "diagnostics": [d.to_json() for d in exc.diagnostics]}
+    ahead = _allocate_ahead(params)
+    if not ahead:  # too large to hold while another run has the GPU: allocated at its turn
+        Phase.wait_turn()
     Phase.set("allocate")
     device = cupy.cuda.Device()
     gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
@@ -405,7 +426,8 @@ def run_cuda(request: dict) -> dict:
     # Built, loaded, its buffers allocated on the device and page-locked on the host: no kernel
     # has run (a spare's warm-up does more beside another run). From here every step runs
     # work on the GPU: the judge lets one run at a time past this point, in order.
-    Phase.wait_turn()
+    if ahead:
+        Phase.wait_turn()
     what = "second" if profiling else "candidate"
     seeds = request["seeds"]
     common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,

@@ -1,6 +1,7 @@
 """Evaluate the built-in model on one-statement fills of kernels from held-out repositories.
 
     python benchmarks/builtin_eval.py [--model builtin] [--control NAME=DIR ...] [--corpus .corpus]
+                                      [--sources pycuda-examples]
     python benchmarks/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
 
 Cases: real kernels by other authors that the model never saw. scripts/build_corpus.py holds
@@ -122,12 +123,14 @@ def statement_cases(source: str, path: str, kernel: str, rng: random.Random, cou
     return cases
 
 
-def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int) -> list[Case]:
+def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int,
+               sources: set[str] | None = None) -> list[Case]:
     """Cases from the held-out packages' kernels (see the module doc), shuffled by seed:
-    kernel by kernel, up to per_kernel statements of each."""
+    kernel by kernel, up to per_kernel statements of each; `sources`: only those packages'."""
     files = [json.loads(line) for line in (corpus / "files.jsonl").read_text().splitlines()]
     trained = normalized(" ".join(f["text"] for f in files if f["split"] != "test"))
-    kernels = [(f["source"], f["path"], k) for f in files if f["split"] == "test" for k in plain_kernels(f["text"])]
+    kernels = [(f["source"], f["path"], k) for f in files
+               if f["split"] == "test" and (sources is None or f["source"] in sources) for k in plain_kernels(f["text"])]
     rng = random.Random(seed)
     rng.shuffle(kernels)
     cases, seen, used = [], set(), 0
@@ -251,6 +254,8 @@ def main() -> None:
                     help="another checkpoint to run on the same cases (e.g. the previous built-in model)")
     ap.add_argument("--corpus", type=Path, default=REPO / ".corpus")
     ap.add_argument("--kernels", type=int, default=30, help="held-out kernels to take cases from (at most)")
+    ap.add_argument("--sources", help="only these held-out packages (comma-separated names of "
+                                      "scripts/build_corpus.py's SOURCES, e.g. pycuda-examples)")
     ap.add_argument("--per-kernel", type=int, default=3, help="statements masked per kernel (one at a time)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--device", default="cpu")
@@ -277,7 +282,9 @@ def main() -> None:
           f"({latency['tokens_median']:.0f} tokens); answer {latency['answer']!r}; 4 candidates "
           f"{latency['candidates']!r} in {latency['candidates_seconds']:.2f} s", flush=True)
     if not args.latency_only:
-        cases = load_cases(args.corpus, args.seed, args.kernels, args.per_kernel)
+        sources = set(args.sources.split(",")) if args.sources else None
+        cases = load_cases(args.corpus, args.seed, args.kernels, args.per_kernel, sources)
+        report["sources"] = sorted(sources) if sources else "all held-out packages"
         target = target_cases(cases)
         print(f"{len(cases)} cases from {len({(c.path, c.kernel) for c in cases})} kernels of held-out packages "
               f"{sorted({c.source for c in cases})}; target cases {target}", flush=True)
@@ -303,7 +310,8 @@ def main() -> None:
             print(f"| {name} | {s['cases']} | {s['compiled']:.0%} | {s['exact']:.0%} | {s['greedy_exact']:.0%} | "
                   f"{s['target_compiled']}/{TARGET_CASES} / {s['target_exact']}/{TARGET_CASES} | "
                   f"{s['seconds_median']:.2f} |")
-    path = out_dir / ("builtin_latency.json" if args.latency_only else "builtin_eval.json")
+    name = "builtin_latency" if args.latency_only else "builtin_eval" + (f"-{args.sources}" if args.sources else "")
+    path = out_dir / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path}")
 

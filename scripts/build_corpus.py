@@ -57,6 +57,8 @@ class Source:
     url: str
     held_out: bool = False          # the whole package is the test split (held out by repository)
     exclude: tuple[str, ...] = ()   # path globs not taken (other licences, generated code)
+    include: tuple[str, ...] = ()   # path globs taken (default: every path)
+    python_strings: bool = False    # the CUDA is in Python string literals (SourceModule, RawKernel)
 
 
 SOURCES = [
@@ -89,6 +91,12 @@ SOURCES = [
            held_out=True),
     Source("causal-conv1d", "causal-conv1d==1.7.0", True, "BSD-3-Clause", "https://pypi.org/project/causal-conv1d/",
            held_out=True),
+    # The most ordinary kernels (vector arithmetic, transposes, a tiled matmul, image filters),
+    # written by PyCUDA's users for its examples and wiki, as CUDA strings of Python scripts.
+    # Files that carry a licence of their own (GPLv3, NVIDIA's SDK licence) are left out.
+    Source("pycuda-examples", "pycuda==2026.1", True, "MIT (PyCUDA; the examples taken carry no other licence)",
+           "https://pypi.org/project/pycuda/", held_out=True, python_strings=True, include=("*/examples/*",),
+           exclude=("*/convolution.py", "*/game_of_life.py", "*/mandelbrot_interactive.py", "*/sobel_filter.py")),
 ]
 GENERATED = Source("generated", "scripts/generate_kernels.py (seed 0)", False,
                    "MIT (this project)", "scripts/generate_kernels.py")
@@ -149,13 +157,36 @@ def is_cuda_file(path: Path, text: str) -> bool:
     return path.suffix in HEADER_SUFFIXES and CLEARLY_CUDA.search(text) is not None
 
 
-def collect(root: Path, exclude: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """(relative path, text) of every CUDA file under root, but those matching `exclude`."""
+def python_cuda_strings(text: str) -> list[str]:
+    """The string literals of a Python file that hold a CUDA kernel (`__global__`)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value]
+
+
+def collect(root: Path, exclude: tuple[str, ...] = (), include: tuple[str, ...] = (),
+            python_strings: bool = False) -> list[tuple[str, str]]:
+    """(relative path, text) of every CUDA file under root matching `include` (if given) but
+    not `exclude`; with python_strings, of every CUDA string of its Python files instead
+    (path `FILE.py#N`)."""
     found = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.suffix not in CUDA_SUFFIXES + HEADER_SUFFIXES:
+        relative = str(path.relative_to(root))
+        if include and not any(fnmatch.fnmatch(relative, pattern) for pattern in include):
             continue
-        if any(fnmatch.fnmatch(str(path.relative_to(root)), pattern) for pattern in exclude):
+        if any(fnmatch.fnmatch(relative, pattern) for pattern in exclude):
+            continue
+        if python_strings:
+            if path.is_file() and path.suffix == ".py" and path.stat().st_size <= MAX_FILE_BYTES:
+                strings = python_cuda_strings(path.read_text(encoding="utf-8", errors="replace"))
+                found += [(f"{relative}#{n}", code.replace("\r\n", "\n")) for n, code in enumerate(strings)]
+            continue
+        if not path.is_file() or path.suffix not in CUDA_SUFFIXES + HEADER_SUFFIXES:
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
             continue
@@ -203,7 +234,7 @@ def gather(out: Path, generated: int) -> list[CorpusFile]:
     # and the training copy is dropped, so no test text is ever trained on.
     for source in sorted(SOURCES, key=lambda s: not s.held_out):
         root = fetch(source, out / "downloads")
-        for path, text in collect(root, source.exclude):
+        for path, text in collect(root, source.exclude, source.include, source.python_strings):
             add(source, path, text)
     gen_dir = out / "generated"
     if not gen_dir.is_dir() or len(list(gen_dir.glob("*.cu"))) != generated:

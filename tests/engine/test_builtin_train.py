@@ -305,3 +305,24 @@ def test_settings_file_in_repository_matches_the_shipped_model():
     shipped = json.loads((REPO / "engine" / "builtin" / "config.json").read_text())
     for key, value in settings.model.items():
         assert shipped[key] == value, key
+
+
+def test_python_strings_collects_the_cuda_strings_of_included_scripts_only(tmp_path):
+    """A source whose CUDA lives in Python strings (PyCUDA's examples): each string with a
+    kernel is a file `SCRIPT.py#N`; other strings, excluded and not-included paths are not."""
+    build = _script("build_corpus")
+    examples = tmp_path / "pkg-1.0" / "examples"
+    examples.mkdir(parents=True)
+    (examples / "hello.py").write_text(
+        'from pycuda.compiler import SourceModule\n'
+        'doc = "a string without a kernel"\n'
+        'mod = SourceModule("""\n__global__ void twice(float *a)\n{\n  a[threadIdx.x] *= 2;\n}\n""")\n'
+        "other = SourceModule('__global__ void zero(int *a) { a[0] = 0; }')\n"
+    )
+    (examples / "gpl.py").write_text('SourceModule("""__global__ void g(int *a) { a[0] = 1; }""")\n')
+    (examples / "broken.py").write_text('SourceModule("""__global__ void b(""" +\n')  # not Python: skipped
+    (tmp_path / "pkg-1.0" / "setup.py").write_text('K = "__global__ void outside(int *a) { }"\n')
+    found = dict(build.collect(tmp_path, exclude=("*/gpl.py",), include=("*/examples/*",), python_strings=True))
+    assert sorted(found) == ["pkg-1.0/examples/hello.py#0", "pkg-1.0/examples/hello.py#1"]
+    assert "a[threadIdx.x] *= 2;" in found["pkg-1.0/examples/hello.py#0"]
+    assert found["pkg-1.0/examples/hello.py#1"] == "__global__ void zero(int *a) { a[0] = 0; }"

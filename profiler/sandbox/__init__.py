@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -256,8 +257,22 @@ def _tell_phases(on_phase: Callable[[str], None], phases: list[str], candidate_n
     return heard
 
 
-def _exited(pid: int) -> bool:
-    """Whether our child `pid` has ended, without reaping it (it stays a zombie)."""
+def _exited(pid: int, timeout: float = 0.0) -> bool:
+    """Whether our child `pid` has ended, waiting up to `timeout` seconds for it, without
+    reaping it: an ended keeper stays a zombie, so its pid (its process group's id) cannot be
+    another process's until _stop has killed the group and reaped it."""
+    if timeout > 0:
+        try:
+            pidfd = os.pidfd_open(pid)  # readable once the process has ended
+        except (OSError, AttributeError):  # reaped already, or no pidfd here
+            pidfd = None
+        if pidfd is None:
+            time.sleep(timeout)
+        else:
+            try:
+                select.select([pidfd], [], [], timeout)
+            finally:
+                os.close(pidfd)
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:  # reaped already
@@ -267,21 +282,21 @@ def _exited(pid: int) -> bool:
 def _stop(keeper: subprocess.Popen) -> None:
     """Have the keeper kill everything below it; kill it (and its group) if it does not.
 
-    The group is killed before the keeper is reaped: until then the keeper's pid, which is
-    the group's id, cannot be given to another process, so the kill cannot reach a group that
-    took the number over."""
+    Only this reaps a keeper (everything else asks `_exited`), and it kills the group first:
+    until the keeper is reaped its pid, which is the group's id, cannot be given to another
+    process, so the kill cannot reach a group that took the number over. A keeper reaped
+    already (not by this module) is not signalled at all: _sweep's marker finds what is left."""
     if keeper.returncode is None:
+        if not _exited(keeper.pid):
+            try:
+                os.kill(keeper.pid, signal.SIGTERM)  # not send_signal: it reaps an ended process first
+            except ProcessLookupError:
+                pass
+            _exited(keeper.pid, KEEPER_GRACE_S)
         try:
-            keeper.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
+            os.killpg(keeper.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-        deadline = time.monotonic() + KEEPER_GRACE_S
-        while not _exited(keeper.pid) and time.monotonic() < deadline:
-            time.sleep(0.005)
-    try:
-        os.killpg(keeper.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     keeper.wait()
 
 
@@ -299,7 +314,7 @@ class Started:
     isolated: bool = False  # in namespaces of its own (the keeper's --isolate)
 
     def alive(self) -> bool:
-        return self.keeper.poll() is None
+        return not _exited(self.keeper.pid)
 
     def discard(self) -> None:
         """Kill it unused and remove its folder (a pool's spare, never handed a request)."""
@@ -441,7 +456,7 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     turn_s = 0.0  # waited for its turn (by the reader's own clock): neither building nor running
     heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
     try:
-        while keeper.poll() is None:
+        while not _exited(keeper.pid):
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
             if on_phase is not None:
@@ -462,10 +477,7 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
             if build_s > BUILD_LIMIT_S or now - origin - build_s - turn_s > time_limit:
                 timed_out = True
                 break
-            try:  # returns as the process ends, not at the next tick (a tick is 2-5% of a warm .cu verdict)
-                keeper.wait(POLL_S)
-            except subprocess.TimeoutExpired:
-                pass
+            _exited(keeper.pid, POLL_S)  # returns as the process ends, not at the next tick (a tick is 2-5% of a warm .cu verdict)
     finally:
         # Whatever happened, nothing the candidate started outlives this call.
         _stop(keeper)

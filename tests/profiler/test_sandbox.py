@@ -227,7 +227,7 @@ def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
         os.close(control_r)
 
 
-def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tmp_path):
+def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tmp_path, monkeypatch):
     """profiler.sandbox._stop: a keeper deaf to SIGTERM and a child of its group are killed
     after the grace, the keeper reaped (not left a zombie), and the child gone."""
     import signal
@@ -250,14 +250,19 @@ def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tm
     while not (child_pid.exists() and child_pid.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     child = int(child_pid.read_text())
-    original_grace = sandbox.KEEPER_GRACE_S
-    sandbox.KEEPER_GRACE_S = 0.3
-    try:
-        started = time.monotonic()
-        sandbox._stop(keeper)
-        took = time.monotonic() - started
-    finally:
-        sandbox.KEEPER_GRACE_S = original_grace
+    states = []
+    real_killpg = os.killpg
+
+    def killpg(pgid, sig):  # the state of the keeper when its group is killed
+        states.append(Path(f"/proc/{keeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(sandbox, "KEEPER_GRACE_S", 0.3)
+    monkeypatch.setattr(os, "killpg", killpg)
+    started = time.monotonic()
+    sandbox._stop(keeper)
+    took = time.monotonic() - started
+    assert states == ["S"] or states == ["R"]  # still running: deaf to SIGTERM, killed with its group
     assert keeper.returncode == -signal.SIGKILL  # reaped, killed after the grace
     assert 0.25 < took < 10
     for _ in range(100):  # the child is re-parented and reaped by init: it vanishes
@@ -266,3 +271,27 @@ def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tm
         time.sleep(0.05)
     else:
         raise AssertionError(f"the keeper's child {child} outlived _stop")
+
+
+def test_a_keeper_that_ended_on_its_own_is_reaped_only_after_its_group_is_killed(monkeypatch):
+    """Nothing but _stop reaps a keeper: one that ended by itself stays a zombie through
+    `alive()` and the judge's polling, so the group id _stop kills is still the keeper's."""
+    import subprocess
+    import sys
+
+    from profiler import sandbox
+
+    keeper = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    assert sandbox._exited(keeper.pid, timeout=30)  # waits for the end, without reaping it
+    assert keeper.returncode is None and Path(f"/proc/{keeper.pid}").exists()  # a zombie, pid held
+    states = []
+    real_killpg = os.killpg
+
+    def killpg(pgid, sig):
+        states.append(Path(f"/proc/{keeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    sandbox._stop(keeper)
+    assert states == ["Z"]  # killed while the zombie held the group's id
+    assert keeper.returncode == 0 and not Path(f"/proc/{keeper.pid}").exists()

@@ -413,21 +413,30 @@ def run_cuda(request: dict) -> dict:
     except CompileFailed as exc:
         return {"outcome": "compile_error", "how": "does not compile", "kernel": kernel,
                 "diagnostics": [d.to_json() for d in exc.diagnostics]}
-    ahead = _allocate_ahead(params)
-    if not ahead:  # too large to hold while another run has the GPU: allocated at its turn
-        Phase.wait_turn()
-    Phase.set("allocate")
     device = cupy.cuda.Device()
     gpu_name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
-    baseline, cand = Side(base_built, params, *launch), Side(cand_built, params, *launch)
     on_device = request.get("inputs_on", "host") == "device"
-    for side in (baseline, cand):
-        side.host_copies(inputs_on_host=not on_device)
-    # Built, loaded, its buffers allocated on the device and page-locked on the host: no kernel
-    # has run (a spare's warm-up does more beside another run). From here every step runs
-    # work on the GPU: the judge lets one run at a time past this point, in order.
-    if ahead:
-        Phase.wait_turn()
+
+    def allocate() -> tuple[Side, Side]:
+        Phase.set("allocate")
+        sides = Side(base_built, params, *launch), Side(cand_built, params, *launch)
+        for side in sides:
+            side.host_copies(inputs_on_host=not on_device)
+        return sides
+
+    # Built, loaded, its buffers allocated on the device and page-locked on the host before its
+    # turn: no kernel has run (a spare's warm-up does more beside another run). From the turn
+    # every step runs work on the GPU: the judge lets one run at a time past it, in order. A
+    # run whose buffers do not fit beside the others' (_allocate_ahead, or the allocation
+    # failing while it waits) allocates them at its turn instead.
+    sides = None
+    if _allocate_ahead(params):
+        try:
+            sides = allocate()
+        except cupy.cuda.memory.OutOfMemoryError:
+            cupy.get_default_memory_pool().free_all_blocks()
+    Phase.wait_turn()
+    baseline, cand = sides if sides is not None else allocate()
     what = "second" if profiling else "candidate"
     seeds = request["seeds"]
     common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,

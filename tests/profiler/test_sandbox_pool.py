@@ -238,3 +238,18 @@ def test_turns_go_to_one_run_at_a_time_in_candidate_order():
     turns.passed(0)
     turns.passed(3)
     assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_a_turn_is_given_even_when_reporting_its_progress_fails():
+    """A progress callback that raises (the editor gone) cannot leave a run waiting for a
+    turn that was already its own: the turn is given before its progress is reported."""
+    from profiler.judge import _Turns
+
+    def report(index: int, total: int) -> None:
+        if index > 1:
+            raise BrokenPipeError("the editor is gone")
+
+    turns = _Turns(3, report)
+    with pytest.raises(BrokenPipeError):
+        turns.passed(0)
+    assert turns.event(1).is_set()

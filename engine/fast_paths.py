@@ -22,8 +22,8 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
 - `decode`: `compiled` with the step's attention through the engine's own split-KV kernel
   (engine.decode_attention: Triton), which spreads a few query rows over the cache across the
   GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
-  since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 3.07 for
-  `flex` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
+  since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 2.94 for
+  `flex` and 5.78 for `graphs` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
   eagerly (on the CPU through Triton's interpreter, in the tests).
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
@@ -266,17 +266,16 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
 
 
 def default_path(model: SDARForCausalLM) -> str:
-    """The engine's path: GPU_DEFAULT on a GPU (`flex` where Triton is missing, `compiled` for a
-    head dimension neither attention kernel takes), the eager `cached` elsewhere."""
+    """The engine's path: GPU_DEFAULT on a GPU (`graphs` where Triton is missing: inductor, so
+    every compiled path, needs it too; `compiled` for a head dimension neither attention
+    kernel takes), the eager `cached` elsewhere."""
     if model.lm_head.weight.device.type != "cuda":
         return "cached"
-    if not flex_supported(model.config):
-        return "compiled"
-    if GPU_DEFAULT == "decode":
-        from engine.decode_attention import available
+    from engine.decode_attention import available
 
-        return "decode" if available() is None else "flex"
-    return GPU_DEFAULT
+    if available() is not None:
+        return "graphs"
+    return GPU_DEFAULT if flex_supported(model.config) else "compiled"
 
 
 # The attention kernel of each path that does not use SDPA.

@@ -335,3 +335,10 @@ def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disag
     monkeypatch.setattr(decoding, "make_forward", off_by_one)
     with pytest.raises(EngineError, match="'static' decoding step disagrees with the plain path"):
         decoding.check_agreement(tiny16, "static", 2, 4)
+
+
+def test_the_default_path_off_a_gpu_is_the_eager_cached_one():
+    """engine.fast_paths.default_path on the CPU (the GPU's is tests/engine/test_decode_gpu.py)."""
+    from engine.fast_paths import default_path
+
+    assert default_path(random_model(tiny_sdar_config())) == "cached"

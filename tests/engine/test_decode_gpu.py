@@ -121,3 +121,15 @@ def test_a_block_waits_for_the_device_once_not_per_step(request, path):
         assert result.steps == 8 * steps
         counts[steps] = sum("synchroniz" in str(w.message) for w in caught)
     assert counts[1] == counts[4], counts
+
+
+def test_the_default_path_on_a_gpu_is_decode_and_it_gives_the_plain_paths_tokens(gpu_model16):
+    """engine.fast_paths.default_path: `decode` on a GPU with Triton (as torch's CUDA builds
+    bring it), and the engine's default decoding gives the eager path's tokens."""
+    from engine.fast_paths import GPU_DEFAULT, default_path
+
+    assert default_path(gpu_model16) == GPU_DEFAULT == "decode"
+    ids = prompt(50)
+    args = dict(n=2, max_tokens=24, sampling=Sampling(), stop_ids=[])
+    assert decode(gpu_model16, ids, path=default_path(gpu_model16), **args).tokens == \
+        decode(gpu_model16, ids, path="cached", **args).tokens

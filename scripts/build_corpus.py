@@ -93,10 +93,11 @@ SOURCES = [
            held_out=True),
     # The most ordinary kernels (vector arithmetic, transposes, a tiled matmul, image filters),
     # written by PyCUDA's users for its examples and wiki, as CUDA strings of Python scripts.
-    # Files that carry a licence of their own (GPLv3, NVIDIA's SDK licence) are left out.
+    # Files that carry a licence of their own (GPLv3, NVIDIA's SDK licence or EULA) are left out.
     Source("pycuda-examples", "pycuda==2026.1", True, "MIT (PyCUDA; the examples taken carry no other licence)",
            "https://pypi.org/project/pycuda/", held_out=True, python_strings=True, include=("*/examples/*",),
-           exclude=("*/convolution.py", "*/game_of_life.py", "*/mandelbrot_interactive.py", "*/sobel_filter.py")),
+           exclude=("*/convolution.py", "*/game_of_life.py", "*/mandelbrot_interactive.py", "*/sobel_filter.py",
+                    "*/demo_cdpSimplePrint.py")),
 ]
 GENERATED = Source("generated", "scripts/generate_kernels.py (seed 0)", False,
                    "MIT (this project)", "scripts/generate_kernels.py")

@@ -128,6 +128,10 @@ def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int,
     """Cases from the held-out packages' kernels (see the module doc), shuffled by seed:
     kernel by kernel, up to per_kernel statements of each; `sources`: only those packages'."""
     files = [json.loads(line) for line in (corpus / "files.jsonl").read_text().splitlines()]
+    held_out = {f["source"] for f in files if f["split"] == "test"}
+    if sources is not None and not sources <= held_out:
+        raise SystemExit(f"not held-out packages of {corpus}: {', '.join(sorted(sources - held_out))} "
+                         f"(held out: {', '.join(sorted(held_out))})")
     trained = normalized(" ".join(f["text"] for f in files if f["split"] != "test"))
     kernels = [(f["source"], f["path"], k) for f in files
                if f["split"] == "test" and (sources is None or f["source"] in sources) for k in plain_kernels(f["text"])]

@@ -284,6 +284,11 @@ def main() -> int:
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
+    from engine.fast_paths import PATHS as ENGINE_PATHS
+
+    unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
+    if unknown:
+        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.fast_paths.PATHS: {', '.join(ENGINE_PATHS)})")
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode"))]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them

@@ -48,7 +48,7 @@ PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graph
 FAST_PATHS = ("graphs", "compiled", "flex", "decode")  # the GPU-only ones
 # The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
 # and the editor's GPU tests with it, 2026-12-04). Its first use costs ~30 s of compilation for
-# one candidate and ~25 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
+# one candidate and ~20 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
 # by inductor's cache for the next load.
 GPU_DEFAULT = "decode"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest

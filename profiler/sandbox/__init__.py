@@ -261,22 +261,25 @@ def _exited(pid: int, timeout: float = 0.0) -> bool:
     """Whether our child `pid` has ended, waiting up to `timeout` seconds for it, without
     reaping it: an ended keeper stays a zombie, so its pid (its process group's id) cannot be
     another process's until _stop has killed the group and reaped it."""
+    deadline = time.monotonic() + timeout
     if timeout > 0:
         try:
             pidfd = os.pidfd_open(pid)  # readable once the process has ended
-        except (OSError, AttributeError):  # reaped already, or no pidfd here
+        except (OSError, AttributeError):  # reaped already, or no pidfd here: polled below
             pidfd = None
-        if pidfd is None:
-            time.sleep(timeout)
-        else:
+        if pidfd is not None:
             try:
                 select.select([pidfd], [], [], timeout)
             finally:
                 os.close(pidfd)
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:  # reaped already
-        return True
+    while True:
+        try:
+            ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped already
+            return True
+        if ended or time.monotonic() >= deadline:
+            return ended
+        time.sleep(0.005)
 
 
 def _stop(keeper: subprocess.Popen) -> None:

@@ -295,3 +295,29 @@ def test_a_keeper_that_ended_on_its_own_is_reaped_only_after_its_group_is_killed
     sandbox._stop(keeper)
     assert states == ["Z"]  # killed while the zombie held the group's id
     assert keeper.returncode == 0 and not Path(f"/proc/{keeper.pid}").exists()
+
+
+def test_waiting_for_a_keeper_without_pidfd_returns_when_it_ends_not_at_the_timeout(monkeypatch):
+    """On a kernel without pidfd_open (before Linux 5.3) _exited polls: it returns once the
+    process has ended, not after the whole timeout (the keeper's 5 s grace at every stop)."""
+    import subprocess
+    import sys
+
+    from profiler import sandbox
+
+    def no_pidfd(pid, flags=0):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    started = time.monotonic()
+    assert sandbox._exited(keeper.pid, timeout=20)
+    assert time.monotonic() - started < 10
+    assert keeper.returncode is None  # not reaped
+    keeper.wait()
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not sandbox._exited(running.pid, timeout=0.2)  # still running: False at the timeout
+    finally:
+        running.kill()
+        running.wait()

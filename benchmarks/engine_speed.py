@@ -60,6 +60,7 @@ sys.path.insert(0, str(REPO))
 from engine.decode import decode  # noqa: E402  (after the path is set)
 # The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
 from engine.fast_paths import GPU_DEFAULT, make_forward  # noqa: E402
+from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -276,6 +277,9 @@ def main() -> int:
                         help="after this many seconds, skip the optional sections left (paths other than the old "
                              "and new default, agreement, presets, kernels, transformers)")
     args = parser.parse_args()
+    unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
+    if unknown:
+        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.fast_paths.PATHS: {', '.join(ENGINE_PATHS)})")
     began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -284,11 +288,6 @@ def main() -> int:
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
-    from engine.fast_paths import PATHS as ENGINE_PATHS
-
-    unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
-    if unknown:
-        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.fast_paths.PATHS: {', '.join(ENGINE_PATHS)})")
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode"))]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them

@@ -53,7 +53,7 @@ from engine.fim_data import (
     CorpusSplit,
     FimSampler,
 )
-from engine.loading import config_from_json, save_checkpoint
+from engine.loading import config_from_json, config_to_json, save_checkpoint
 from engine.model import SDARForCausalLM
 
 
@@ -61,6 +61,7 @@ from engine.model import SDARForCausalLM
 class TrainSettings:
     data: str = ".corpus/data"               # scripts/build_corpus.py output
     tokenizer: str = ".corpus/tokenizer"
+    init: str | None = None                  # checkpoint folder to start from (same shape and tokenizer)
     model: dict = field(default_factory=dict)   # SDARConfig fields
     seq_len: int = 1024
     batch_size: int = 32
@@ -185,13 +186,33 @@ def load_tokenizer(folder: str):
     return PreTrainedTokenizerFast.from_pretrained(folder)
 
 
+def initial_weights(model: SDARForCausalLM, folder: str, tokenizer) -> None:
+    """Start from the checkpoint in `folder` (training a model further on a new corpus): its
+    config must have the model's shape and its tokenizer the training tokenizer's vocabulary."""
+    from engine.loading import load_checkpoint
+
+    start, start_tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
+    theirs, ours = config_to_json(config), config_to_json(model.config)
+    differ = sorted(k for k in theirs.keys() | ours.keys() if k != "torch_dtype" and theirs.get(k) != ours.get(k))
+    if differ:   # the storage dtype aside (a checkpoint is saved in bf16)
+        raise ValueError(f"--init {folder}: its config differs from the settings' model in {', '.join(differ)}")
+    if start_tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"--init {folder}: its tokenizer differs from the corpus tokenizer")
+    model.load_state_dict(start.state_dict())
+
+
 def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device,
-          max_steps: int | None = None) -> SDARForCausalLM:
-    """Train until `budget_seconds` of training (or max_steps) are done; returns the model."""
+          max_steps: int | None = None, stop_after: float | None = None) -> SDARForCausalLM:
+    """Train until `budget_seconds` of training (or max_steps) are done, or, with stop_after,
+    until this call has trained that many seconds (the schedule still runs to budget_seconds,
+    and `--resume` goes on); returns the model."""
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(settings.tokenizer)
     model = build_model(settings, device)
     config = model.config
+    if settings.init and not (resume and (out / "train_state.pt").is_file()):
+        initial_weights(model, settings.init, tokenizer)
+        print(f"starting from the weights of {settings.init}", flush=True)
     sampler = FimSampler(CorpusSplit(Path(settings.data), "train"), tokenizer, settings.seq_len,
                          config.block_size, settings.max_middle, settings.seed)
     valid = None
@@ -242,13 +263,15 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     model.train()
     last_save = last_valid = seconds
+    stop_at = seconds + stop_after if stop_after is not None else math.inf
     tokens_per_step = settings.batch_size * settings.seq_len
     with open(log_path, "w" if new_log else "a", newline="") as log:
         writer = csv.writer(log)
         if new_log:
             writer.writerow(["step", "seconds", "tokens", "lr", "loss", "middle_loss", "end_loss",
                              "valid_loss", "valid_middle_loss", "valid_end_loss"])
-        while seconds < settings.budget_seconds and (max_steps is None or step < max_steps):
+        while (seconds < min(settings.budget_seconds, stop_at)
+               and (max_steps is None or step < max_steps)):
             started = time.perf_counter()
             lr = lr_at(settings, step, seconds)
             for group in optimizer.param_groups:
@@ -299,6 +322,9 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
     ap.add_argument("--budget-seconds", type=float, help="override the settings' budget")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (smoke tests)")
+    ap.add_argument("--stop-after", type=float,
+                    help="stop after this many seconds of training in this call (a run longer than one "
+                         "device command: --resume continues it)")
     ap.add_argument("--no-tokenizer", action="store_true",
                     help="export weights and config only (the tokenizer is rebuilt from the corpus)")
     ap.add_argument("--device", default=None)
@@ -309,7 +335,7 @@ def main() -> None:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    model = train(settings, args.out, args.resume, device, args.max_steps)
+    model = train(settings, args.out, args.resume, device, args.max_steps, args.stop_after)
     export(model, settings, args.out / "checkpoint", with_tokenizer=not args.no_tokenizer)
     print(f"checkpoint written to {args.out / 'checkpoint'}", flush=True)
 

@@ -1,16 +1,18 @@
 """Build the built-in model's training corpus, tokenizer and token arrays (rerunnable).
 
-    python scripts/build_corpus.py [--out .corpus] [--generated 4000]
+    python scripts/build_corpus.py [--out .corpus] [--generated 4000] [--ordinary 30000] [--tokenizer DIR]
 
 Steps, each skipped when its output is already there:
 1. fetch: `pip download` the pinned packages below (sdists or wheels) into OUT/downloads;
 2. collect: CUDA sources (.cu/.cuh, and headers that are clearly CUDA: they contain
-   `__global__`, `__shared__` or `threadIdx`), plus kernels from scripts/generate_kernels.py;
+   `__global__`, `__shared__` or `threadIdx`), plus kernels from scripts/generate_kernels.py
+   and the ordinary kernels of scripts/ordinary_kernels.py;
    duplicates (whitespace aside) dropped; generated kernels also inside load_inline
    strings; nothing from the project's KernelBench folder nor DICE's evaluation records;
 3. split: the packages marked held_out are the `test` split whole (held out by repository,
    for benchmarks/builtin_eval.py); of the others about 2% of files (by a hash) are `valid`;
-4. tokenizer: byte-level BPE trained on the train split (OUT/tokenizer);
+4. tokenizer: byte-level BPE trained on the train split (OUT/tokenizer), or with
+   `--tokenizer DIR` an existing model's tokenizer kept as it is (to train that model on);
 5. data: the texts of each split with, per line, the character offsets of its start, its
    first non-blank character and its end, and the brace-matched blocks, from which
    engine/fim_data.py cuts fill-in-the-middle spans (and tokenizes them as inference does).
@@ -40,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_tokenizer import build_tokenizer, save_tokenizer
 from generate_kernels import generate
+from ordinary_kernels import generate as generate_ordinary
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 HEADER_SUFFIXES = (".h", ".hpp", ".inl")
@@ -98,11 +101,18 @@ SOURCES = [
            "https://pypi.org/project/pycuda/", held_out=True, python_strings=True, include=("*/examples/*",),
            exclude=("*/convolution.py", "*/game_of_life.py", "*/mandelbrot_interactive.py", "*/sobel_filter.py",
                     "*/demo_cdpSimplePrint.py")),
+    # A second set of small ordinary kernels by another author (added 2026-12-04, after the model of
+    # that day was trained; evaluation only): the reference solutions of mlsys-lab's exercises
+    # (the `starter.cu` files next to them are the exercises, with bugs put in on purpose).
+    Source("mlsys-lab", "mlsys-lab==0.4.0", True, "MIT", "https://pypi.org/project/mlsys-lab/", held_out=True,
+           include=("*/tasks/*/ref.cu",)),
 ]
 GENERATED = Source("generated", "scripts/generate_kernels.py (seed 0)", False,
                    "MIT (this project)", "scripts/generate_kernels.py")
 GENERATED_INLINE = Source("generated-load-inline", "scripts/generate_kernels.py (seed 1), in load_inline strings",
                           False, "MIT (this project)", "scripts/build_corpus.py")
+ORDINARY = Source("ordinary", "scripts/ordinary_kernels.py (seed 2)", False, "MIT (this project)",
+                  "scripts/ordinary_kernels.py")
 
 
 @dataclass
@@ -220,7 +230,7 @@ def in_load_inline(kernel_file: str, rng: random.Random) -> str:
     )
 
 
-def gather(out: Path, generated: int) -> list[CorpusFile]:
+def gather(out: Path, generated: int, ordinary: int = 0) -> list[CorpusFile]:
     files: list[CorpusFile] = []
     seen: set[str] = set()
 
@@ -248,6 +258,12 @@ def gather(out: Path, generated: int) -> list[CorpusFile]:
     rng = random.Random(1)
     for path in sorted(inline_dir.glob("*.cu")):
         add(GENERATED_INLINE, path.with_suffix(".py").name, in_load_inline(path.read_text(), rng))
+    ordinary_dir = out / "ordinary"
+    if ordinary and (not ordinary_dir.is_dir() or len(list(ordinary_dir.glob("ord_*"))) != ordinary):
+        shutil.rmtree(ordinary_dir, ignore_errors=True)
+        generate_ordinary(ordinary_dir, ordinary, seed=2)
+    for path in sorted(ordinary_dir.glob("ord_*")) if ordinary else []:
+        add(ORDINARY, path.name, path.read_text())
     return files
 
 
@@ -310,21 +326,40 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path(".corpus"))
     ap.add_argument("--generated", type=int, default=4000, help="generated kernel files")
+    ap.add_argument("--ordinary", type=int, default=30000, help="ordinary kernel files (scripts/ordinary_kernels.py)")
     ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--reindex", action="store_true",
+                    help="only rewrite OUT/data's line and block arrays from its *_texts.json (a corpus carried "
+                         "to another machine as texts alone)")
+    ap.add_argument("--tokenizer", type=Path,
+                    help="keep this folder's tokenizer (tokenizer.json) instead of training one: the corpus of a "
+                         "model that is trained further, e.g. engine/builtin")
     args = ap.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    if args.reindex:
+        write_split_data([CorpusFile("", "", split, text) for split in ("train", "valid", "test")
+                          for text in json.loads((out / "data" / f"{split}_texts.json").read_text())], out)
+        return
 
-    files = gather(out, args.generated)
+    files = gather(out, args.generated, args.ordinary)
     with open(out / "files.jsonl", "w") as fh:
         fh.writelines(json.dumps(asdict(f)) + "\n" for f in files)
-    tokenizer = build_tokenizer((f.text for f in files if f.split == "train"), args.vocab)
-    save_tokenizer(tokenizer, out / "tokenizer")
+    if args.tokenizer:
+        from tokenizers import Tokenizer
+
+        (out / "tokenizer").mkdir(parents=True, exist_ok=True)
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(args.tokenizer / name, out / "tokenizer" / name)
+        tokenizer = Tokenizer.from_file(str(out / "tokenizer" / "tokenizer.json"))
+    else:
+        tokenizer = build_tokenizer((f.text for f in files if f.split == "train"), args.vocab)
+        save_tokenizer(tokenizer, out / "tokenizer")
     write_split_data(files, out)
     tokens = count_tokens(files, tokenizer)
 
     stats = []
-    for source in SOURCES + [GENERATED, GENERATED_INLINE]:
+    for source in SOURCES + [GENERATED, GENERATED_INLINE, ORDINARY]:
         mine = [f for f in files if f.source == source.name]
         stats.append({
             **asdict(source),

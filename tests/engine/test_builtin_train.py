@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -26,7 +27,16 @@ from engine.fim_data import (
     random_span,
 )
 from engine.prompts import END_OF_TEXT, fim_prompt
-from engine.train import TrainSettings, block_noise, diffusion_loss, export, role_weights, train, training_mask
+from engine.train import (
+    TrainSettings,
+    block_noise,
+    build_model,
+    diffusion_loss,
+    export,
+    role_weights,
+    train,
+    training_mask,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +78,70 @@ def test_generated_kernels_compile(tmp_path):
     sources = [p.read_text() for p in gen.generate(tmp_path, 3, seed=7)]
     errors = [d for src in sources for d in nvcc_check(src, "gen.cu") if d.severity == "error"]
     assert errors == []
+
+
+def _cuda_of(build, text: str) -> str:
+    """The CUDA of a generated file: itself, or the CUDA strings of a Python script."""
+    return "\n".join(build.python_cuda_strings(text)) if text.startswith("import") else text
+
+
+def test_ordinary_kernels_compile_as_cuda_and_inside_python_strings():
+    """scripts/ordinary_kernels.py writes valid CUDA (nvcc, device code), host programs and
+    the CUDA strings of PyCUDA / CuPy / load_inline scripts (valid Python too)."""
+    import random
+
+    from profiler.compile import nvcc_check
+
+    build = _script("build_corpus")
+    ordinary = _script("ordinary_kernels")
+    rng = random.Random(3)
+    sources = [ordinary.generate_source(rng, wrap="cuda", host=True) for _ in range(2)]
+    sources += [ordinary.generate_source(rng, wrap="python") for _ in range(3)]
+    for text in sources[2:]:
+        compile(text, "script.py", "exec")
+        assert "__global__" in _cuda_of(build, text)
+    prelude = "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+    errors = [d for text in sources for d in nvcc_check(prelude + _cuda_of(build, text), "ordinary.cu")
+              if d.severity == "error"]
+    assert errors == []
+
+
+def test_ordinary_kernels_vary_what_authors_vary():
+    """The point of the ordinary kernels: not one house spelling. Over a few hundred files, the
+    index is declared in many ways (orders, types, names), and kernels are named many ways."""
+    import random
+
+    ordinary = _script("ordinary_kernels")
+    rng = random.Random(0)
+    texts = [ordinary.generate_source(rng) for _ in range(300)]
+    index_lines = {m.group(0) for t in texts
+                   for m in re.finditer(r"(?m)^\s*[\w ]+ (\w+) = [^;]*threadIdx\.x[^;]*;", t)}
+    forms = {re.sub(r"\s", "", line.split("=", 1)[1]) for line in index_lines}
+    decls = {line.split("=")[0].strip().rsplit(" ", 1)[0] for line in index_lines}
+    names = {n for t in texts for n in re.findall(r"__global__ void (\w+)", t)}
+    assert len(forms) >= 8 and len(decls) >= 5 and len(names) >= 80
+    assert any("threadIdx.x + blockIdx.x * blockDim.x" in t for t in texts)
+    assert any("blockDim.x * blockIdx.x + threadIdx.x" in t for t in texts)
+    assert sum(t.startswith("import") for t in texts) > 30 and sum("int main()" in t for t in texts) > 30
+    for t in texts:   # no kernel has two things of one name (an array `c` and an index `c`)
+        for k in re.findall(r"__global__ void \w+\(([^)]*)\)", t):
+            params = [p.split()[-1].lstrip("*") for p in k.split(",") if p.strip()]
+            assert len(set(params)) == len(params), k
+
+
+def test_reindex_rebuilds_the_line_and_block_arrays_from_the_texts(tiny_corpus, tmp_path):
+    """A corpus carried as texts alone (the device's transfer limit) gets back exactly the
+    arrays build_corpus.py wrote."""
+    import subprocess
+
+    (tmp_path / "data").mkdir()
+    for split in ("train", "valid", "test"):
+        source = tiny_corpus / "data" / f"{split}_texts.json"
+        (tmp_path / "data" / source.name).write_text(source.read_text() if source.is_file() else "[]")
+    subprocess.run([sys.executable, str(REPO / "scripts" / "build_corpus.py"), "--out", str(tmp_path), "--reindex"],
+                   check=True, capture_output=True)
+    for name in ("train_lines.npy", "train_blocks.npy", "train_files.npy"):
+        assert np.array_equal(np.load(tiny_corpus / "data" / name), np.load(tmp_path / "data" / name)), name
 
 
 def test_held_out_packages_are_the_test_split_whole_and_win_duplicates(tmp_path, monkeypatch):
@@ -298,6 +372,33 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
     assert config.prompt_format == "fim" and config.mask_token_id == tok.mask_token_id
     ids = torch.tensor([tok.encode(fim_prompt("int a;\n", "\n"), add_special_tokens=False)])
     assert loaded(ids).shape == (1, ids.shape[1], len(tokenizer))
+
+
+def test_training_starts_from_init_weights_and_stops_after_its_seconds(tiny_corpus, tmp_path):
+    """`init` starts a run from a checkpoint (training a model further on a new corpus); a run
+    stopped by stop_after keeps its schedule, and --resume goes on from where it stopped."""
+    from engine.train import initial_weights
+
+    tokenizer = _tokenizer(tiny_corpus)
+    first = train(_tiny_settings(tiny_corpus, tokenizer), tmp_path / "first", resume=False,
+                  device=torch.device("cpu"), max_steps=1)
+    export(first, _tiny_settings(tiny_corpus, tokenizer), tmp_path / "start", with_tokenizer=True)
+    settings = _tiny_settings(tiny_corpus, tokenizer, init=str(tmp_path / "start"))
+    model = build_model(settings, torch.device("cpu"))
+    initial_weights(model, settings.init, tokenizer)
+    exported = first.to(torch.bfloat16).float().state_dict()
+    assert all(torch.equal(v, exported[k]) for k, v in model.state_dict().items())
+    other = _tiny_settings(tiny_corpus, tokenizer)
+    other.model = {**other.model, "hidden_size": 48}
+    with pytest.raises(ValueError, match="config differs"):
+        initial_weights(build_model(other, torch.device("cpu")), settings.init, tokenizer)
+
+    out = tmp_path / "run"
+    train(settings, out, resume=False, device=torch.device("cpu"), stop_after=0.0)
+    assert torch.load(out / "train_state.pt", weights_only=False)["step"] == 0
+    train(settings, out, resume=True, device=torch.device("cpu"), max_steps=2)
+    state = torch.load(out / "train_state.pt", weights_only=False)
+    assert state["step"] == 2 and state["seconds"] < settings.budget_seconds
 
 
 def test_settings_file_in_repository_matches_the_shipped_model():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -16,7 +17,7 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import fits_span, scope_of, unknown_names
+from engine.scope import cut_to_span, fits_span, scope_of, unknown_names
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -67,12 +68,16 @@ class LocalEngine(EngineBase):
         return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype)
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
-        """The request's n answers; a sampled FIM fill draws more and keeps the best ranked."""
+        """The request's n answers; a FIM fill's candidates are cut to the selection's shape
+        (engine.scope.cut_to_span), and a sampled one draws more and keeps the best ranked."""
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
-            if self.config.prompt_format == "fim" and request.sampling.temperature != 0:
-                drawn = self.decode_batch(replace(request, n=request.n * FIM_OVERSAMPLE), on_progress, should_cancel)
-                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
+            if self.config.prompt_format == "fim":
+                sampled = request.sampling.temperature != 0
+                drawn = self.decode_batch(replace(request, n=request.n * (FIM_OVERSAMPLE if sampled else 1)),
+                                          on_progress, should_cancel)
+                drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
+                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n] if sampled else drawn
         return self.decode_batch(request, on_progress, should_cancel)
 
     def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
@@ -120,14 +125,16 @@ class LocalEngine(EngineBase):
 
 def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:
     """Candidates reordered (stably): distinct ones first; among them those in the shape of
-    the selection, then those whose names are all in scope (engine.scope)."""
+    the selection, then those whose names are all in scope (engine.scope), then those the
+    model drew more often (the samples' agreement: the commonest answer is the likeliest)."""
     scope = scope_of(prefix, suffix)
     seen: set[str] = set()
+    drawn = Counter(c.text for c in candidates)
 
-    def key(c: Candidate) -> tuple[bool, bool, bool]:
+    def key(c: Candidate) -> tuple[bool, bool, bool, int]:
         repeat = c.text in seen
         seen.add(c.text)
-        return repeat, not fits_span(c.text, prefix, suffix), bool(unknown_names(c.text, scope))
+        return repeat, not fits_span(c.text, prefix, suffix), bool(unknown_names(c.text, scope)), -drawn[c.text]
 
     keys = [key(c) for c in candidates]
     return [c for _, c in sorted(zip(keys, candidates), key=lambda pair: pair[0])]

@@ -9,7 +9,8 @@ this to rank sampled candidates of a fill: in-scope ones first.
 The same ranking also prefers candidates in the selection's shape (`fits_span`): brackets
 balanced, as any statement, expression or block an editor user selects is, and on one line
 when the selection is inside one line (the text before it on its line and after it on its
-line are both there: the README's `--range 12:9-12:32`).
+line are both there: the README's `--range 12:9-12:32`). A candidate for such a selection
+that runs on past its first line is cut there first (`cut_to_span`) when that line is whole.
 """
 
 from __future__ import annotations
@@ -77,7 +78,45 @@ def balanced(code: str) -> bool:
     return not stack
 
 
+def inside_one_line(prefix: str, suffix: str) -> bool:
+    """The selection is inside one line: text before it on its line, and its line ends after it."""
+    return not prefix.endswith("\n") and suffix.split("\n", 1)[0].strip() == "" and "\n" in suffix
+
+
+LINE_ENDS = (";", "{", "}", ")", ":", "else")
+
+
 def fits_span(fill: str, prefix: str, suffix: str) -> bool:
-    """The fill has the shape of the selection it replaces (see the module doc)."""
-    inside_one_line = not prefix.endswith("\n") and suffix.split("\n", 1)[0].strip() == "" and "\n" in suffix
-    return balanced(fill) and not (inside_one_line and "\n" in fill.strip())
+    """The fill has the shape of the selection it replaces (see the module doc); a selection
+    inside one line that runs to the line's end is a whole line of code, so its fill ends as
+    one does (`;`, a brace, `)` of an `if`, a label, `else`) or is a comment or directive."""
+    if not balanced(fill):
+        return False
+    if not inside_one_line(prefix, suffix):
+        return True
+    text = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else "", fill).strip()
+    whole = text.endswith(LINE_ENDS) or fill.strip().startswith(("//", "/*", "#"))
+    return "\n" not in fill.strip() and whole
+
+
+def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
+    """A fill that runs on past the selection, cut where it ends: the small model often writes
+    what the selection needs and then goes on with the code after it, which the suffix already
+    has. For a selection inside one line, after the fill's first line when that line is a whole
+    piece of code (brackets balanced); for any selection, before the first line of the fill
+    that repeats the suffix's first non-blank line where the fill up to it is balanced (a block
+    body followed by the `}` the suffix starts with). Any other fill is returned as it is."""
+    text = fill.strip()
+    if "\n" not in text:
+        return fill
+    if inside_one_line(prefix, suffix):
+        first = text.split("\n", 1)[0].rstrip()
+        return first if first and balanced(first) else fill
+    following = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
+    lines = fill.split("\n")
+    for k in range(1, len(lines)):
+        head = "\n".join(lines[:k])
+        if following and lines[k].strip() == following and head.strip() and balanced(head):
+            # The suffix starts the line that `following` is on, or a newline ends the fill's line.
+            return head if "\n" in suffix[:suffix.index(following)] else head + "\n"
+    return fill

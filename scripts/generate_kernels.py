@@ -581,14 +581,19 @@ def generate(out_dir: Path, count: int, seed: int) -> list[Path]:
     return paths
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generator_main(description: str, write: Callable[[Path, int, int], list[Path]], count: int, seed: int) -> None:
+    """The command line of a corpus generator: OUT_DIR [--count N] [--seed S]."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--count", type=int, default=3000)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--count", type=int, default=count)
+    ap.add_argument("--seed", type=int, default=seed)
     args = ap.parse_args()
-    paths = generate(args.out_dir, args.count, args.seed)
-    print(f"wrote {len(paths)} kernels to {args.out_dir}")
+    paths = write(args.out_dir, args.count, args.seed)
+    print(f"wrote {len(paths)} files to {args.out_dir}")
+
+
+def main() -> None:
+    generator_main(__doc__.splitlines()[0], generate, count=3000, seed=0)
 
 
 if __name__ == "__main__":

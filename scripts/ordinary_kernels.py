@@ -22,9 +22,9 @@ stencils, thread-id prints). Deterministic for a seed.
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -714,13 +714,10 @@ def generate(out_dir: Path, count: int, seed: int) -> list[Path]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--count", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=2)
-    args = ap.parse_args()
-    paths = generate(args.out_dir, args.count, args.seed)
-    print(f"wrote {len(paths)} files to {args.out_dir}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from generate_kernels import generator_main
+
+    generator_main(__doc__.splitlines()[0], generate, count=1000, seed=2)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ this to rank sampled candidates of a fill: in-scope ones first.
 The same ranking also prefers candidates in the selection's shape (`fits_span`): brackets
 balanced, as any statement, expression or block an editor user selects is, and on one line
 when the selection is inside one line (the text before it on its line and after it on its
-line are both there: the README's `--range 12:9-12:32`). A candidate for such a selection
-that runs on past its first line is cut there first (`cut_to_span`) when that line is whole.
+line are both there: the README's `--range 12:9-12:32`), ending as a line of code does. Before
+ranking, a candidate that runs on past the selection is cut where it ends (`cut_to_span`):
+after its first whole line for a one-line selection, before a line that repeats the suffix's
+first line for any selection.
 """
 
 from __future__ import annotations

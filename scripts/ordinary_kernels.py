@@ -165,6 +165,16 @@ def random_voice(rng: random.Random) -> Voice:
     )
 
 
+def param_name(decl: str) -> str:
+    """`const float *__restrict__ x` -> `x`."""
+    return decl.split()[-1].lstrip("*")
+
+
+def element_type(decl: str) -> str:
+    """`const float *__restrict__ x` -> `float`."""
+    return decl.replace("const ", "").replace("__restrict__ ", "").split("*")[0].strip()
+
+
 @dataclass
 class Kernel:
     name: str
@@ -173,6 +183,7 @@ class Kernel:
     dims: int = 1              # 1: a launch over count elements; 2: over a rows x cols grid
     count: str | None = None   # the element count parameter's name (None: launched exactly)
     args: list[str] = field(default_factory=list)   # names, for the host launch
+    threads: str | None = None   # the shared array's size (a number or a macro), for reductions
 
 
 def guarded(v: Voice, work: list[str], index_expr: str | None = None, has_count: bool = True) -> list[tuple[int, str]]:
@@ -252,7 +263,7 @@ def unary(v: Voice) -> Kernel:
             work = [f"{o}[{i}] = {expr.format(x=f'{a}[{i}]')};"]
         params = [v.ptr(ctype, o), v.ptr(ctype, a, const=True)] if rng.random() < 0.5 else \
             [v.ptr(ctype, a, const=True), v.ptr(ctype, o)]
-        args = [p.split()[-1].lstrip("*") for p in params]
+        args = [param_name(p) for p in params]
     if has_count:
         params.append(f"int {n}")
         args.append(n)
@@ -306,7 +317,7 @@ def binary(v: Voice) -> Kernel:
         params.append(f"{pick(rng, {'int': 5, 'const int': 1, 'unsigned int': 1, 'size_t': 1})} {n}")
     name = pick(rng, names) if rng.random() < 0.85 else pick(rng, ["kernel", "my_kernel", "f", "func"])
     return Kernel(name, params, guarded(v, work, has_count=has_count), count=n if has_count else None,
-                  args=[p.split()[-1].lstrip("*") for p in params])
+                  args=[param_name(p) for p in params])
 
 
 def scalar(v: Voice) -> Kernel:
@@ -378,7 +389,7 @@ def scalar(v: Voice) -> Kernel:
         work = [f"out[{i}] = a[{i}] + t * (b[{i}] - a[{i}]);"]
         params = [P("a", True), P("b", True), P("out"), f"{ctype} t", f"int {n}"]
         name = pick(rng, ["lerp", "interpolate", "mix"])
-    return Kernel(name, params, guarded(v, work), count=n, args=[p.split()[-1].lstrip("*") for p in params])
+    return Kernel(name, params, guarded(v, work), count=n, args=[param_name(p) for p in params])
 
 
 def matrix(v: Voice) -> Kernel:
@@ -438,7 +449,7 @@ def matrix(v: Voice) -> Kernel:
                         (1, work.replace(at(row, col, cols), k) if at(row, col, cols) in work else work), (0, "}")]
     else:
         inner = head + [(0, cond + " {"), (1, work), (0, "}")]
-    return Kernel(name, params, inner, dims=2, count=rows, args=[p.split()[-1].lstrip("*") for p in params])
+    return Kernel(name, params, inner, dims=2, count=rows, args=[param_name(p) for p in params])
 
 
 def reduction(v: Voice) -> Kernel:
@@ -487,9 +498,7 @@ def reduction(v: Voice) -> Kernel:
         params = [v.ptr("float", a, True), v.ptr("float", b, True), v.ptr("float", c), f"int {n}"]
         name = pick(rng, ["dot", "dot_product", "dotProduct", "dot_kernel"])
         args = [a, b, c, n]
-    k = Kernel(name, params, body, count=n, args=args)
-    k.threads = threads   # type: ignore[attr-defined]
-    return k
+    return Kernel(name, params, body, count=n, args=args, threads=threads)
 
 
 def misc(v: Voice) -> Kernel:
@@ -532,7 +541,7 @@ def misc(v: Voice) -> Kernel:
         expr = index_1d(v)
         return Kernel(pick(rng, ["stencil", "smooth", "blur1d", "diffusion", "heat_step", "average3"]), params,
                       [(0, f"int {i} = {expr};"), (0, f"if ({i} > 0 && {i} < {n} - 1) {{"), (1, work[0]), (0, "}")],
-                      count=n, args=[p.split()[-1].lstrip("*") for p in params])
+                      count=n, args=[param_name(p) for p in params])
     a, m, o = rng.choice([("in", "mask", "out"), ("input", "kernel", "output"), ("x", "w", "y"), ("signal", "filter", "result")])
     r, k = pick(rng, ["r", "radius", "half"]), pick(rng, ["j", "k", "m"])
     body = [(0, f"int {i} = {index_1d(v)};"), (0, f"if ({i} >= {n}) return;"), (0, "float sum = 0.0f;"),
@@ -572,27 +581,25 @@ def host_main(v: Voice, k: Kernel, rng: random.Random) -> str:
         elif name != count:
             lines.append(f"{ind}{' '.join(p.split()[:-1]).replace('const ', '')} {name} = "
                          f"{'2.0f' if 'float' in p else '2.0' if 'double' in p else count};")
-    total = f"{count} * {count}" if is2d and len({p.split()[-1] for p in scalars}) < 2 else count
+    total = count
     if is2d:
         other = [p.split()[-1] for p in scalars if p.split()[-1] != count]
         total = f"{count} * {other[0]}" if other and other[0] in ("cols", "N", "width", "nx", "w") else f"{count} * {count}"
-    elem = arrays[0].replace("const ", "").replace("__restrict__ ", "").split("*")[0].strip() if arrays else "float"
+    elem = element_type(arrays[0]) if arrays else "float"
     lines.append(f"{ind}size_t bytes = {total} * sizeof({elem});")
     for p in arrays:
-        name = p.split()[-1].lstrip("*")
-        t = p.replace("const ", "").replace("__restrict__ ", "").split("*")[0].strip()
+        name, t = param_name(p), element_type(p)
         lines.append(f"{ind}{t} *h_{name} = ({t} *)malloc(bytes);")
     for p in arrays:
-        name = p.split()[-1].lstrip("*")
-        t = p.replace("const ", "").replace("__restrict__ ", "").split("*")[0].strip()
+        name, t = param_name(p), element_type(p)
         lines.append(f"{ind}{t} *d_{name};")
         lines.append(f"{ind}cudaMalloc(&d_{name}, bytes);" if rng.random() < 0.6
                      else f"{ind}cudaMalloc((void **)&d_{name}, bytes);")
     for p in arrays:
-        name = p.split()[-1].lstrip("*")
+        name = param_name(p)
         if "const" in p or rng.random() < 0.3:
             lines.append(f"{ind}cudaMemcpy(d_{name}, h_{name}, bytes, cudaMemcpyHostToDevice);")
-    threads = getattr(k, "threads", None)
+    threads = k.threads
     if is2d:
         lines += [f"{ind}dim3 block(16, 16);",
                   f"{ind}dim3 grid(({count} + block.x - 1) / block.x, ({count} + block.y - 1) / block.y);"]
@@ -603,14 +610,14 @@ def host_main(v: Voice, k: Kernel, rng: random.Random) -> str:
         lines.append(f"{ind}int {tname} = {threads if threads and threads.isdigit() else pick(rng, ['256', '128', '512'])};")
         lines.append(f"{ind}int {bname} = ({count} + {tname} - 1) / {tname};")
         launch = f"{bname}, {tname}"
-    args = [f"d_{a}" if any(a == p.split()[-1].lstrip("*") for p in arrays) else a for a in k.args]
+    args = [f"d_{a}" if a in {param_name(p) for p in arrays} else a for a in k.args]
     lines.append(f"{ind}{k.name}<<<{launch}>>>({', '.join(args)});")
     lines.append(f"{ind}cudaDeviceSynchronize();")
-    outs = [p.split()[-1].lstrip("*") for p in arrays if "const" not in p]
+    outs = [param_name(p) for p in arrays if "const" not in p]
     for name in outs[:1]:
         lines.append(f"{ind}cudaMemcpy(h_{name}, d_{name}, bytes, cudaMemcpyDeviceToHost);")
     for p in arrays:
-        name = p.split()[-1].lstrip("*")
+        name = param_name(p)
         lines.append(f"{ind}cudaFree(d_{name});")
         lines.append(f"{ind}free(h_{name});")
     lines += [f"{ind}return 0;", "}"]
@@ -624,9 +631,8 @@ def cuda_file(rng: random.Random, v: Voice, kernels: list[Kernel], host: bool) -
         includes += "#include <stdlib.h>\n" if "stdlib" not in includes else ""
     defines = ""
     for k in kernels:
-        threads = getattr(k, "threads", None)
-        if threads and not threads.isdigit():
-            defines += f"#define {threads} 256\n"
+        if k.threads and not k.threads.isdigit():
+            defines += f"#define {k.threads} 256\n"
     parts = [includes + defines]
     for k in kernels:
         comment = ""
@@ -679,7 +685,7 @@ DECLARED = re.compile(r"\b(?:int|unsigned|size_t|float|double|auto|long|char)\s+
 
 def well_named(k: Kernel) -> bool:
     """No two things of the kernel share a name (an array `c` and a column index `c`)."""
-    params = [p.split()[-1].lstrip("*") for p in k.params]
+    params = [param_name(p) for p in k.params]
     local = [name for _, line in k.body for name in DECLARED.findall(line)]
     return len(set(params)) == len(params) and not set(params) & set(local) and k.name not in params + local
 

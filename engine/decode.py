@@ -296,7 +296,7 @@ def check_agreement(model: SDARForCausalLM, path: str, n: int, block_size: int, 
     device = model.lm_head.weight.device
     generator = torch.Generator(device="cpu").manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (n, 3 * block_size), generator=generator).to(device)
-    ids[:, :block_size] = ids[0, :block_size]  # one prompt (prefilled once), n candidates after it
+    ids[1:, :block_size] = ids[0, :block_size]  # one prompt (prefilled once), n candidates after it
     logits = []
     for which in (path, "cached"):
         forward = make_forward(model, which, n, ids.shape[1], block_size)

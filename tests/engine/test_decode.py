@@ -285,6 +285,18 @@ def test_a_fast_path_that_fails_at_warm_up_hands_over_down_to_cached(tiny):
     assert said[0].startswith("preparing the 'flex' decoding step")
 
 
+def test_warm_up_prepares_and_checks_one_candidate_and_eight(tiny16):
+    """engine.decode.warm_up on a path the CPU runs: both batches decode and pass the agreement
+    check (a one-candidate check once failed on its own prompt row, and every fast path then
+    fell back to the eager one at load)."""
+    from engine import decode as decoding
+
+    said = []
+    decoding.warm_up(tiny16, "static", 4, report=said.append)
+    assert [m.split(" is ready")[0] for m in said if "is ready" in m] == [
+        "the 'static' decoding step for 1 candidate(s)", "the 'static' decoding step for 8 candidate(s)"]
+
+
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_the_compiled_model_takes_flex_attention_with_its_block_mask_built_outside(tiny16):
     """The `flex` path compiles the whole model; inductor cannot lower flex_attention over a
@@ -322,6 +334,8 @@ def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disag
 
     assert decoding.check_agreement(tiny16, "static-flex", 2, 4) < 1e-4
     assert decoding.check_agreement(tiny16, "static", 2, 4) < 1e-4
+    # One candidate, as warm_up checks first (WARM_BATCHES): its row is the prompt's own row.
+    assert decoding.check_agreement(tiny16, "static", 1, 4) < 1e-4
 
     real = decoding.make_forward
 

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine import decode_attention as attention_kernel  # noqa: E402
+from engine import skinny  # noqa: E402
 from engine.model import block_causal_mask, grouped_attention  # noqa: E402
 
 LAYERS = 28
@@ -43,59 +44,8 @@ PROJECTIONS = {  # name: (out features, in features), DICE-1.7B
     "o": (HEADS * HEAD_DIM, HIDDEN),
     "gate_up": (2 * INTERMEDIATE, HIDDEN),
     "down": (HIDDEN, INTERMEDIATE),
+    "vocab": (151936, HIDDEN),  # the lm_head, over the block's rows only
 }
-
-
-def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _skinny(X, W, Y, M, N, K, sxm, sxk, swn, swk, sym, syn,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
-        pid = tl.program_id(0)
-        rm = tl.arange(0, BLOCK_M)
-        rn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rk = tl.arange(0, BLOCK_K)
-        m_ok = rm < M
-        n_ok = rn < N
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            kk = k0 + rk
-            k_ok = kk < K
-            x = tl.load(X + rm[:, None] * sxm + kk[None, :] * sxk, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-            w = tl.load(W + rn[:, None] * swn + kk[None, :] * swk, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-            if IEEE:
-                acc += tl.dot(x, tl.trans(w), input_precision="ieee")
-            else:
-                acc += tl.dot(x, tl.trans(w))
-        tl.store(Y + rm[:, None] * sym + rn[None, :] * syn, acc.to(Y.dtype.element_ty),
-                 mask=m_ok[:, None] & n_ok[None, :])
-
-    return _skinny
-
-
-_compiled = None
-
-
-def skinny(x: torch.Tensor, weight: torch.Tensor, block_n: int, block_k: int, num_warps: int,
-           num_stages: int) -> torch.Tensor:
-    """x [m <= 16, k] times weight [n, k]^T: one program per block_n output features, reading
-    its rows of the weight once in block_k-wide tiles against all of x's rows (padded to 16)."""
-    import triton
-
-    global _compiled
-    if _compiled is None:
-        _compiled = _kernel()
-    m, k = x.shape
-    n = weight.shape[0]
-    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    _compiled[(triton.cdiv(n, block_n),)](
-        x, weight, y, m, n, k, *x.stride(), *weight.stride(), *y.stride(),
-        BLOCK_M=max(16, triton.next_power_of_2(m)), BLOCK_N=block_n, BLOCK_K=block_k,
-        IEEE=x.dtype == torch.float32, num_warps=num_warps, num_stages=num_stages,
-    )
-    return y
 
 
 def graph_ms(calls) -> float:
@@ -127,7 +77,10 @@ def graph_ms(calls) -> float:
 def projections(rows: int, quick: bool) -> dict:
     out = {}
     for name, (n, k) in PROJECTIONS.items():
-        weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(LAYERS)]
+        # The vocabulary's 622 MB is past any cache: two copies alternate (28 would not fit).
+        copies = 2 if name == "vocab" else LAYERS
+        distinct = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(copies)]
+        weights = [distinct[i % copies] for i in range(LAYERS)]
         x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
         reference = F.linear(x, weights[0])
         bytes_per_call = n * k * 2
@@ -144,18 +97,27 @@ def projections(rows: int, quick: bool) -> dict:
 
         record("cublas F.linear", lambda w: F.linear(x, w))
         record("cublas mm(W, x^T)^T", lambda w: torch.mm(w, x.t()).t())
-        if rows <= 16:
-            grid = [(bn, bk, nw, ns) for bn in (16, 32, 64) for bk in (128, 256, 512)
-                    for nw, ns in (((4, 4),) if quick else ((4, 3), (4, 5), (8, 4)))]
-            for bn, bk, nw, ns in grid:
-                record(f"skinny n{bn} k{bk} w{nw} s{ns}",
-                       lambda w, bn=bn, bk=bk, nw=nw, ns=ns: skinny(x, w, bn, bk, nw, ns))
+        if skinny.available() is None:
+            tiles = skinny._tiles(rows)
+            for warps in (1, 2, 4, 8, 16):
+                for unroll in (1, 2, 4):
+                    if skinny.fits(tiles, warps) and k % (32 * unroll * warps) == 0:
+                        record(f"skinny w{warps} u{unroll}",
+                               lambda w, nw=warps, u=unroll: skinny.launch(x, w, nw, u))
+            record("skinny (engine's choice)", lambda w: skinny.linear(x, w))
         ok = {label: v for label, v in row.items() if "us" in v and v["max_err"] <= MAX_ERR}
         best = min(ok, key=lambda label: ok[label]["us"])
         out[name] = {"shape": [rows, n, k], "variants": row, "best": best}
+        tried = [label for label in ok if label.startswith("skinny w")]
+        if tried:
+            fastest = min(tried, key=lambda label: ok[label]["us"])
+            warps, unroll = (int(part[1:]) for part in fastest.split()[1:])
+            cublas = ok.get("cublas F.linear", {}).get("us", float("inf"))
+            # null: cuBLAS stays (engine.skinny.TUNED)
+            out[name]["skinny_best"] = [warps, unroll] if ok[fastest]["us"] < cublas else None
         print(f"[projections rows={rows}] {name} {n}x{k}: cublas {row['cublas F.linear'].get('us', 0):.2f} us, "
               f"best {best} {ok[best]['us']:.2f} us ({ok[best]['gb_per_s']:.0f} GB/s)", flush=True)
-        del weights
+        del weights, distinct
         torch.cuda.empty_cache()
     return out
 
@@ -202,6 +164,7 @@ def main() -> int:
     parser.add_argument("--rows", default="8,64", help="rows of the projections (batch x 8 tokens)")
     parser.add_argument("--quick", action="store_true", help="fewer tile sizes")
     parser.add_argument("--skip-projections", action="store_true")
+    parser.add_argument("--skip-attention", action="store_true")
     args = parser.parse_args()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -210,7 +173,12 @@ def main() -> int:
     for rows in [] if args.skip_projections else map(int, args.rows.split(",")):
         results[f"projections_rows{rows}"] = projections(rows, args.quick)
         (out_dir / "decode_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
-    for batch, seq in ((1, 1088), (1, 2040), (8, 1088)):
+        # The skinny kernel's fastest tiles per shape, as engine.skinny.TUNED (DICE_SKINNY_TUNED).
+        tuned = {f"{skinny._tiles(v['shape'][0])},{v['shape'][1]},{v['shape'][2]}": v["skinny_best"]
+                 for key, r in results.items() if key.startswith("projections_rows")
+                 for v in r.values() if "skinny_best" in v and v["shape"][0] <= skinny.KERNEL_ROWS}
+        (out_dir / "skinny_tuned.json").write_text(json.dumps(tuned, indent=1) + "\n")
+    for batch, seq in [] if args.skip_attention else ((1, 1088), (1, 2040), (8, 1088)):
         results[f"attention_b{batch}_seq{seq}"] = attention(batch, seq)
         (out_dir / "decode_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
     results["seconds"] = round(time.perf_counter() - began, 1)

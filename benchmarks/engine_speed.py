@@ -288,7 +288,7 @@ def main() -> int:
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
-    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode"))]
+    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode", "skinny"))]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them
         summarize(results)

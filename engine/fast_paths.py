@@ -24,7 +24,14 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
   since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 2.94 for
   `flex` and 5.78 for `graphs` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
-  eagerly (on the CPU through Triton's interpreter, in the tests).
+  eagerly (on the CPU through Triton's interpreter, in the tests). The default on a GPU from
+  2026-12-04 (session 11) to session 13.
+- `skinny`: `decode` with a batch-1 step's projections through the engine's own kernel for a
+  few rows (engine.skinny: CUDA through CuPy, tensor cores, split over K inside a thread
+  block), where it was measured faster than cuBLAS; bf16/fp16 only (an fp32 model runs
+  `decode`'s products). The default on a GPU since 2026-12-04 (session 13): 1.885 ms a
+  batch-1 step of the DICE-1.7B shape on the H200 against 2.096 for `decode` in the same run,
+  the same fp32 tokens (docs/benchmarks.md).
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
@@ -44,16 +51,17 @@ import torch
 from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
 from engine.types import EngineError
 
-PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode")
-FAST_PATHS = ("graphs", "compiled", "flex", "decode")  # the GPU-only ones
+PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode",
+         "skinny")
+FAST_PATHS = ("graphs", "compiled", "flex", "decode", "skinny")  # the GPU-only ones
 # The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
 # and the editor's GPU tests with it, 2026-12-04). Its first use costs ~30 s of compilation for
 # one candidate and ~20 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
 # by inductor's cache for the next load.
-GPU_DEFAULT = "decode"
+GPU_DEFAULT = "skinny"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
 # that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
-FALLBACK = {"decode": "flex", "flex": "compiled", "compiled": "cached", "graphs": "cached"}
+FALLBACK = {"skinny": "decode", "decode": "flex", "flex": "compiled", "compiled": "cached", "graphs": "cached"}
 COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled paths)
 
 
@@ -100,6 +108,7 @@ class CachedForward:
         self.cache = cache
         self.block_size = block_size
         self.attention = "sdpa"
+        self.projections = "linear"
 
     def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int, cache: KVCache | None = None,
             eager: bool = False):
@@ -108,11 +117,12 @@ class CachedForward:
         torch's SDPA whatever the path runs its steps with."""
         mask = block_mask(positions, key_len, self.block_size)
         cache = self.cache.rows(ids.shape[0]) if cache is None else cache
-        model, attention = (self.eager, "sdpa") if eager else (self.model, self.attention)
+        model, attention, projections = ((self.eager, "sdpa", "linear") if eager
+                                         else (self.model, self.attention, self.projections))
         if attention == "flex":  # built here, outside a compiled model (see SDARForCausalLM.forward)
             mask = flex_block_mask(mask)
         return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep,
-                     attention=attention)
+                     attention=attention, projections=projections)
 
     def prefill(self, prompt: torch.Tensor) -> None:
         length = prompt.shape[1]
@@ -149,10 +159,11 @@ class StaticForward(CachedForward):
     KEY_BUCKET = 256
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False,
-                 attention: str = "sdpa"):
+                 attention: str = "sdpa", projections: str = "linear"):
         super().__init__(model, cache, block_size)
         self.compiled = compiled
         self.attention = attention
+        self.projections = projections
         if compiled:
             # Static shapes: each is captured in a CUDA graph anyway. torch.compile wraps the
             # model without changing it; the plain paths keep calling it eagerly. A path per
@@ -186,8 +197,8 @@ class GraphForward(StaticForward):
     runs over all the cache's rows; a request with fewer candidates uses the first ones."""
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool,
-                 attention: str = "sdpa"):
-        super().__init__(model, cache, block_size, compiled, attention)
+                 attention: str = "sdpa", projections: str = "linear"):
+        super().__init__(model, cache, block_size, compiled, attention, projections)
         self.pool = torch.cuda.graph_pool_handle()
         self.steps: dict[int, _CapturedStep] = {}
 
@@ -245,7 +256,7 @@ def cache_bucket(length: int, limit: int) -> int:
 
 
 def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool,
-               attention: str = "sdpa") -> GraphForward:
+               attention: str = "sdpa", projections: str = "linear") -> GraphForward:
     paths = _graph_paths.setdefault(model, {})
     batch = batch_bucket(n)
     current = paths.get(batch)
@@ -254,6 +265,7 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
         and current.block_size == block_size
         and current.compiled == compiled
         and current.attention == attention
+        and current.projections == projections
         and current.cache.max_len >= length
     ):
         return current
@@ -261,25 +273,29 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
     max_len = cache_bucket(length, model.config.max_position_embeddings)
     weight = model.lm_head.weight
     cache = KVCache.allocate(model.config, batch, max_len, weight.device, weight.dtype)
-    path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention)
+    path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention, projections)
     return path
 
 
 def default_path(model: SDARForCausalLM) -> str:
-    """The engine's path: GPU_DEFAULT on a GPU (`graphs` where Triton is missing: inductor, so
-    every compiled path, needs it too; `compiled` for a head dimension neither attention
-    kernel takes), the eager `cached` elsewhere."""
+    """The engine's path: GPU_DEFAULT on a GPU (`decode` where CuPy is missing; `graphs` where
+    Triton is: inductor, so every compiled path, needs it too; `compiled` for a head dimension
+    neither attention kernel takes), the eager `cached` elsewhere."""
     if model.lm_head.weight.device.type != "cuda":
         return "cached"
     from engine.decode_attention import available
+    from engine.skinny import available as skinny_available
 
     if available() is not None:
         return "graphs"
-    return GPU_DEFAULT if flex_supported(model.config) else "compiled"
+    if not flex_supported(model.config):
+        return "compiled"
+    return GPU_DEFAULT if skinny_available() is None else FALLBACK[GPU_DEFAULT]
 
 
 # The attention kernel of each path that does not use SDPA.
-PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode"}
+PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode",
+                  "skinny": "decode"}
 
 
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
@@ -304,5 +320,11 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         return StaticForward(model, cache, block_size, attention=attention)
     if weight.device.type != "cuda":
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention)
+    if path == "skinny":
+        from engine.skinny import available
+
+        if (why := available()) is not None:
+            raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
+    return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention,
+                      projections="skinny" if path == "skinny" else "linear")
 

@@ -271,6 +271,18 @@ def flex_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bl
 
 
 ATTENTION_KERNELS = ("sdpa", "flex", "decode")
+PROJECTION_KERNELS = ("linear", "skinny")
+
+
+def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor:
+    """`layer(x)`, through the engine's kernel for a step's few rows (engine.skinny) when
+    `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear."""
+    if projections == "skinny":
+        from engine import skinny
+
+        if skinny.usable(x, layer.weight):
+            return skinny.linear(x, layer.weight)
+    return layer(x)
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes
 # through the engine's decode kernel (engine.decode_attention); past it (a long first block),
 # through SDPA.
@@ -318,9 +330,10 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None,
+                projections: str = "linear") -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = self.qkv_proj(x).split(
+        q, k, v = project(self.qkv_proj, x, projections).split(
             [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
         )
         q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
@@ -339,7 +352,7 @@ class Attention(nn.Module):
             attend = decode_grouped_attention
         else:
             attend = grouped_attention if isinstance(mask, torch.Tensor) else flex_grouped_attention
-        return self.o_proj(attend(q, k, v, mask).transpose(1, 2).reshape(b, t, -1))
+        return project(self.o_proj, attend(q, k, v, mask).transpose(1, 2).reshape(b, t, -1), projections)
 
 
 class MLP(nn.Module):
@@ -349,9 +362,9 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, projections: str = "linear") -> torch.Tensor:
+        gate, up = project(self.gate_up_proj, x, projections).chunk(2, dim=-1)
+        return project(self.down_proj, F.silu(gate) * up, projections)
 
 
 class DecoderLayer(nn.Module):
@@ -362,9 +375,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, kv=None, positions=None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, cos, sin, mask, kv=None, positions=None, projections="linear") -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions, projections)
+        return x + self.mlp(self.post_attention_layernorm(x), projections)
 
 
 class SDARModel(nn.Module):
@@ -391,7 +404,9 @@ class SDARForCausalLM(nn.Module):
     - `attention`: "sdpa" (torch's scaled_dot_product_attention), "flex" (flex_attention
       over the same mask as a BlockMask) or "decode" (the engine's split-KV kernel for a
       step's few query rows, engine.decode_attention; needs Triton): the same attention,
-      computed by another kernel.
+      computed by another kernel;
+    - `projections`: "linear" (F.linear: cuBLAS on a GPU) or "skinny" (engine.skinny, the
+      engine's kernel for a step's few rows, where it applies): the same products.
     """
 
     def __init__(self, config: SDARConfig):
@@ -410,9 +425,12 @@ class SDARForCausalLM(nn.Module):
         cache: KVCache | None = None,
         logits_to_keep: int = 0,
         attention: str = "sdpa",
+        projections: str = "linear",
     ) -> torch.Tensor:
         if attention not in ATTENTION_KERNELS:
             raise ValueError(f"attention must be one of {ATTENTION_KERNELS}, not {attention!r}")
+        if projections not in PROJECTION_KERNELS:
+            raise ValueError(f"projections must be one of {PROJECTION_KERNELS}, not {projections!r}")
         b, t = input_ids.shape
         if position_ids is None:
             if cache is not None:
@@ -439,5 +457,5 @@ class SDARForCausalLM(nn.Module):
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None
-            x = layer(x, cos, sin, attn_mask, kv, position_ids[0])
-        return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))
+            x = layer(x, cos, sin, attn_mask, kv, position_ids[0], projections)
+        return project(self.lm_head, self.model.norm(x[:, -logits_to_keep:]), projections)

@@ -31,14 +31,14 @@ def gpu_model16():
 
 
 def model_for(path: str, request):
-    return request.getfixturevalue("gpu_model16" if path in ("flex", "decode") else "gpu_model")
+    return request.getfixturevalue("gpu_model16" if path in ("flex", "decode", "skinny") else "gpu_model")
 
 
 def prompt(length: int) -> list[int]:
     return torch.randint(0, 5000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
 
 
-@pytest.mark.parametrize("path", ["graphs", "compiled", "flex", "decode"])
+@pytest.mark.parametrize("path", ["graphs", "compiled", "flex", "decode", "skinny"])
 def test_graph_paths_give_the_plain_paths_tokens(request, path):
     gpu_model = model_for(path, request)
     cases = [
@@ -83,7 +83,7 @@ def test_graph_paths_give_the_eager_tokens_under_the_dice_preset(tiny_sdar_gpu, 
         assert fast.steps == eager.steps == case["forward_passes"]["denoise"], (path, case["name"])
 
 
-@pytest.mark.parametrize("path", ["compiled", "flex", "decode"])
+@pytest.mark.parametrize("path", ["compiled", "flex", "decode", "skinny"])
 def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path):
     """Prompts of new lengths (the prompt runs eagerly) and batches within one bucket (3 and
     4 candidates run as 8) reuse the compiled step."""
@@ -98,7 +98,7 @@ def test_the_compiled_step_compiles_once_per_bucket_not_per_prompt(request, path
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled
 
 
-@pytest.mark.parametrize("path", ["graphs", "flex", "decode"])
+@pytest.mark.parametrize("path", ["graphs", "flex", "decode", "skinny"])
 def test_a_block_waits_for_the_device_once_not_per_step(request, path):
     """CUDA's sync debug mode warns at each synchronising call: as many for 4 steps per block
     as for 1 (on the graph paths, whose forward is a replay: what is counted is the loop's)."""
@@ -123,13 +123,26 @@ def test_a_block_waits_for_the_device_once_not_per_step(request, path):
     assert counts[1] == counts[4], counts
 
 
-def test_the_default_path_on_a_gpu_is_decode_and_it_gives_the_plain_paths_tokens(gpu_model16):
-    """engine.fast_paths.default_path: `decode` on a GPU with Triton (as torch's CUDA builds
-    bring it), and the engine's default decoding gives the eager path's tokens."""
+def test_the_default_path_on_a_gpu_is_skinny_and_it_gives_the_plain_paths_tokens(gpu_model16):
+    """engine.fast_paths.default_path: `skinny` on a GPU with Triton (as torch's CUDA builds
+    bring it) and CuPy, and the engine's default decoding gives the eager path's tokens."""
     from engine.fast_paths import GPU_DEFAULT, default_path
 
-    assert default_path(gpu_model16) == GPU_DEFAULT == "decode"
+    assert default_path(gpu_model16) == GPU_DEFAULT == "skinny"
     ids = prompt(50)
     args = dict(n=2, max_tokens=24, sampling=Sampling(), stop_ids=[])
     assert decode(gpu_model16, ids, path=default_path(gpu_model16), **args).tokens == \
         decode(gpu_model16, ids, path="cached", **args).tokens
+
+
+def test_the_engine_keeps_its_default_path_after_warm_up(gpu_model16):
+    """LocalEngine.warm_up compiles, captures and checks the default path for 1 and 8
+    candidates and keeps it (a failure there hands over to a slower path, silently fast)."""
+    from engine.fast_paths import GPU_DEFAULT
+    from engine.local import LocalEngine
+
+    engine = LocalEngine(gpu_model16, tokenizer=None, config=gpu_model16.config, name="tiny16")
+    said = []
+    engine.warm_up(said.append)
+    assert engine.decode_path == GPU_DEFAULT, said
+    assert not [m for m in said if "failed" in m]

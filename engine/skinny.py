@@ -1,0 +1,300 @@
+"""The projections of a decoding step: a few rows times a large weight, on tensor cores.
+
+A denoising step of block diffusion runs 8 token rows at batch 1 (the block and the one
+before it) through every projection: y [M, N] = x [M, K] @ W [N, K]^T with M = 8 to 64 and
+W read once from memory, so the step is bound by reading the weights. cuBLAS runs these at
+1.4 to 3.2 TB/s on the H200 (docs/benchmarks.md, 2026-12-04), 1.56x the floor for the
+projections alone. This is the engine's own kernel for them, in CUDA through CuPy (NVRTC
+compiles it in a second on first use, no toolkit needed):
+
+- one thread block per 16 output features (rows of W), its warps splitting K; each warp
+  streams its part of the 16 rows once (16-byte loads, several in flight, not kept in L1)
+  against all of x's rows, on `mma.sync.m16n8k16` (W's 16 rows are the A operand, 8 token
+  rows of x the B operand: no padding at batch 1);
+- the order of k inside a 16-wide MMA step is permuted so that each thread's 16-byte load of
+  W and its 16-byte load of x hold matching k (a dot product does not care about the order);
+- the warps' partial sums are added in shared memory, in a fixed order (deterministic), and
+  rounded once to bf16/fp16 (round to nearest even), as cuBLAS rounds its fp32 sums.
+
+`linear(x, weight)` is a torch custom op (`dice::skinny_linear`) so that torch.compile keeps
+it whole inside a compiled model and a CUDA graph captures its launch; `usable(x, weight)`
+says when it applies (CUDA, bf16 or fp16, at most MAX_ROWS rows, shapes and alignment it
+handles, and only where it was measured faster than cuBLAS: TUNED). The engine's `skinny`
+path uses it in its steps (engine.fast_paths); fp32 models and every other path keep F.linear.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import torch
+
+MAX_ROWS = 8  # a batch-1 step's window (two blocks of 4); the kernel takes up to 64 (KERNEL_ROWS)
+KERNEL_ROWS = 64  # 8 tiles of 8 token rows
+ROWS_PER_BLOCK = 16  # output features per thread block: the MMA's A tile
+
+SOURCE = r"""
+typedef unsigned short u16;
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ uint4 load_cached(const uint4* p) {
+    uint4 r;
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+template <bool BF16>
+__device__ __forceinline__ void mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                    unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+}
+
+template <bool BF16>
+__device__ __forceinline__ u16 round_to(float f) {
+    u16 h;
+    if (BF16) asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    else asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// y[M, N] = x[M, K] @ w[N, K]^T. Grid: N / 16 blocks of WARPS warps; NT tiles of 8 rows of x
+// (M <= 8 * NT); K % (32 * U * WARPS) == 0; rows of x and w 16-byte aligned.
+template <int NT, int WARPS, int U, bool BF16>
+__global__ void __launch_bounds__(WARPS * 32)
+skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y,
+       int M, int N, int K, int ldx, int ldy) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int row0 = blockIdx.x * 16;
+    const int chunk = K / WARPS;
+    const int begin = warp * chunk + q * 8;
+    const uint4* lo = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g) * K + begin);
+    const uint4* hi = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g + 8) * K + begin);
+    const uint4* xs[NT];
+    bool live[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        live[t] = t * 8 + g < M;
+        xs[t] = reinterpret_cast<const uint4*>(x + (size_t)(live[t] ? t * 8 + g : 0) * ldx + begin);
+    }
+    float acc[NT][4];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[t][r] = 0.f;
+
+    for (int k = 0; k < chunk; k += 32 * U) {
+        uint4 a[U], b[U], v[U][NT];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            a[u] = load_stream(lo + (k + 32 * u) / 8);
+            b[u] = load_stream(hi + (k + 32 * u) / 8);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+                v[u][t] = live[t] ? load_cached(xs[t] + (k + 32 * u) / 8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                mma<BF16>(acc[t], a[u].x, b[u].x, a[u].y, b[u].y, v[u][t].x, v[u][t].y);
+                mma<BF16>(acc[t], a[u].z, b[u].z, a[u].w, b[u].w, v[u][t].z, v[u][t].w);
+            }
+    }
+
+    // acc[t][r]: feature row0 + g + 8 * (r >= 2), token t * 8 + 2 * q + (r & 1).
+    if (WARPS == 1) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int token = t * 8 + 2 * q + (r & 1);
+                if (token < M) y[(size_t)token * ldy + row0 + g + 8 * (r >> 1)] = round_to<BF16>(acc[t][r]);
+            }
+        return;
+    }
+    __shared__ float partial[WARPS][NT * 4][32];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) partial[warp][t * 4 + r][lane] = acc[t][r];
+    __syncthreads();
+    for (int e = threadIdx.x; e < NT * 4 * 32; e += WARPS * 32) {
+        const int reg = e >> 5, l = e & 31, t = reg >> 2, r = reg & 3;
+        const int token = t * 8 + 2 * (l & 3) + (r & 1);
+        float sum = 0.f;
+#pragma unroll
+        for (int s = 0; s < WARPS; ++s) sum += partial[s][reg][l];
+        if (token < M) y[(size_t)token * ldy + row0 + (l >> 2) + 8 * (r >> 1)] = round_to<BF16>(sum);
+    }
+}
+"""
+
+# Per (8-row tiles of x, N, K): (warps per block, 16-byte loads of each W row in flight per
+# thread), or None where cuBLAS is faster. Measured on the H200 with
+# benchmarks/decode_kernels.py (docs/benchmarks.md, 2026-12-04, session 13), DICE-1.7B's
+# shapes at 8 rows (a batch-1 step), each alone: qkv 6.46 us against cuBLAS's 7.14, o 4.35
+# against 6.15, down 10.66 against 11.53, the vocabulary 142.8 against 152.2; gate_up 16.02
+# against 15.62, but in the step the kernel takes gate_up as fast as cuBLAS does (0.44 ms a
+# step either way) and the step was 1.885 ms with it against 1.984 without (inductor fuses
+# the step's RMSNorm/RoPE kernels better around the custom op), so it takes gate_up too. At
+# 64 rows (batch 8) cuBLAS was 1.3x to 2.5x faster on every shape, so the engine gives the
+# kernel at most MAX_ROWS rows. Another shape takes DEFAULT_CONFIG (the best or near it on
+# all five), cut to what divides its K. DICE_SKINNY_TUNED names a JSON file of the same
+# table ({"tiles,n,k": [warps, unroll] or null}, what benchmarks/decode_kernels.py writes)
+# that replaces it: how a benchmark tries a new tuning before it is written here.
+DEFAULT_CONFIG = (16, 4)
+TUNED: dict[tuple[int, int, int], tuple[int, int] | None] = {
+    (1, 4096, 2048): (16, 2),
+    (1, 2048, 2048): (16, 4),
+    (1, 12288, 2048): (16, 4),
+    (1, 2048, 6144): (16, 4),
+    (1, 151936, 2048): (16, 4),
+}
+
+
+@functools.cache
+def _tuned_file(path: str) -> dict:
+    table = json.loads(Path(path).read_text())
+    return {tuple(int(v) for v in key.split(",")): None if value is None else tuple(value)
+            for key, value in table.items()}
+
+
+def _tuned() -> dict:
+    path = os.environ.get("DICE_SKINNY_TUNED")
+    return _tuned_file(path) if path else TUNED
+
+
+def faster_than_cublas(m: int, n: int, k: int) -> bool:
+    return _tuned().get((_tiles(m), n, k), DEFAULT_CONFIG) is not None
+
+
+def config_for(m: int, n: int, k: int) -> tuple[int, int]:
+    tiles = _tiles(m)
+    warps, unroll = _tuned().get((tiles, n, k)) or DEFAULT_CONFIG
+    while warps > 1 and (k % (32 * unroll * warps) or not fits(tiles, warps)):
+        warps //= 2
+    while unroll > 1 and k % (32 * unroll * warps):
+        unroll //= 2
+    return warps, unroll
+
+
+def _tiles(m: int) -> int:
+    return 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
+
+
+def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool) -> str:
+    return f"skinny<{tiles}, {warps}, {unroll}, {'true' if bf16 else 'false'}>"
+
+
+def fits(tiles: int, warps: int) -> bool:
+    """The block's partial sums fit 48 KB of static shared memory, its registers 64K."""
+    return tiles * warps <= 64
+
+
+@functools.cache
+def _function(name: str):
+    """One instantiation, compiled by NVRTC on first use (~0.3 s; CuPy caches it on disk)."""
+    import cupy
+
+    return cupy.RawModule(code=SOURCE, options=("--std=c++17",), name_expressions=[name]).get_function(name)
+
+
+def available() -> str | None:
+    """Why the kernel cannot run here (None: it can)."""
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "the skinny projection kernel needs CuPy (pip install 'dice-lsp[gpu]')"
+    return None
+
+
+def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether `linear` takes this product (else F.linear does)."""
+    if not (x.is_cuda and weight.is_cuda and x.dtype == weight.dtype and x.dtype in (torch.bfloat16, torch.float16)):
+        return False
+    n, k = weight.shape
+    m = x.numel() // k if k else 0
+    # (no data_ptr() here: torch.compile traces this; launch checks the weight's alignment)
+    return (0 < m <= MAX_ROWS and n % ROWS_PER_BLOCK == 0 and k % 32 == 0 and weight.is_contiguous()
+            and x.shape[-1] == k and faster_than_cublas(m, n, k))
+
+
+def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unroll: int | None = None) -> torch.Tensor:
+    """y = x @ weight^T for x [..., K] of at most KERNEL_ROWS rows (N a multiple of 16, K of
+    32); `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
+    import cupy
+    import numpy as np
+
+    n, k = weight.shape
+    if weight.data_ptr() % 16:
+        raise ValueError("the skinny kernel reads the weight in 16-byte loads: it must start 16-byte aligned")
+    rows = x.reshape(-1, k)
+    if rows.stride(-1) != 1 or rows.stride(0) % 8 or rows.data_ptr() % 16:
+        rows = rows.contiguous()
+    m = rows.shape[0]
+    if not 0 < m <= KERNEL_ROWS:
+        raise ValueError(f"the skinny kernel takes 1 to {KERNEL_ROWS} rows, not {m}")
+    if warps is None or unroll is None:
+        warps, unroll = config_for(m, n, k)
+    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16))
+    with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):
+        kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
+               (np.uint64(weight.data_ptr()), np.uint64(rows.data_ptr()), np.uint64(y.data_ptr()),
+                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(n)))
+    return y.view(*x.shape[:-1], n)
+
+
+@functools.lru_cache(maxsize=64)
+def _stream(pointer: int):
+    """CuPy's handle on torch's stream (the one a CUDA graph is capturing, in a step)."""
+    import cupy
+
+    try:
+        return cupy.cuda.Stream.from_external(_Pointer(pointer))
+    except (AttributeError, TypeError):  # CuPy < 14
+        return cupy.cuda.ExternalStream(pointer)
+
+
+class _Pointer:
+    """A stream as the CUDA stream protocol hands it over (CuPy >= 14's Stream.from_external)."""
+
+    def __init__(self, pointer: int):
+        self.pointer = pointer
+
+    def __cuda_stream__(self):
+        return 0, self.pointer
+
+
+@torch.library.custom_op("dice::skinny_linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ weight [N, K]^T on the skinny kernel; usable(x, weight) must hold."""
+    return launch(x, weight)
+
+
+@linear.register_fake
+def _(x, weight):
+    return x.new_empty(*x.shape[:-1], weight.shape[0])

@@ -1,0 +1,107 @@
+"""On the GPU: the engine's kernel for a step's projections (engine.skinny) computes x @ W^T
+as well as cuBLAS does, for every shape, tile choice and layout the engine gives it, and the
+`skinny` decoding path that uses it agrees with the plain path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.decode import check_agreement, decode
+from engine.types import Sampling
+
+from .conftest import random_model, tiny_sdar_config
+
+pytestmark = pytest.mark.gpu
+
+skinny = pytest.importorskip("engine.skinny")
+if skinny.available() is not None:
+    pytest.skip(skinny.available(), allow_module_level=True)
+
+
+def errors(x: torch.Tensor, w: torch.Tensor, got: torch.Tensor) -> tuple[float, float]:
+    """Max abs error of `got` and of cuBLAS's product against the fp32 product of the same inputs."""
+    exact = x.float() @ w.float().t()
+    return (got.float() - exact).abs().max().item(), (F.linear(x, w).float() - exact).abs().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [1, 3, 8, 13, 32, 64])
+@pytest.mark.parametrize("n,k", [(16, 32), (4096, 2048), (2048, 6144), (144, 96)])
+def test_the_kernel_rounds_as_closely_as_cublas(dtype, m, n, k):
+    g = torch.Generator(device="cuda").manual_seed(m * n + k)
+    x = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
+    w = (torch.randn(n, k, device="cuda", dtype=dtype, generator=g) * 0.05)
+    got = skinny.launch(x, w)
+    assert got.shape == (m, n) and got.dtype == dtype
+    ours, cublas = errors(x, w, got)
+    # Both round an fp32 sum once; the sums' orders differ, so allow a little past cuBLAS.
+    scale = (x.float() @ w.float().t()).abs().max().item()
+    assert ours <= 1.5 * cublas + 1e-3 * scale, (ours, cublas)
+
+
+def test_every_tile_choice_gives_the_same_products():
+    x = torch.randn(8, 6144, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(2048, 6144, device="cuda", dtype=torch.bfloat16) * 0.02
+    results = {}
+    for warps in (1, 2, 4, 8, 16):
+        for unroll in (1, 2, 4):
+            results[(warps, unroll)] = skinny.launch(x, w, warps, unroll)
+    exact = x.float() @ w.float().t()
+    for choice, y in results.items():
+        assert (y.float() - exact).abs().max().item() < 0.02, choice
+    # The same choice twice: the block's partial sums are added in a fixed order.
+    assert torch.equal(skinny.launch(x, w, 8, 2), results[(8, 2)])
+
+
+def test_strided_and_batched_inputs_are_taken_as_rows():
+    w = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16) * 0.05
+    window = torch.randn(3, 8, 512, device="cuda", dtype=torch.bfloat16)
+    last = window[:, -4:]  # the block's rows of each candidate: not contiguous
+    assert skinny.usable(last[:1], w)  # 4 rows: a batch-1 step's vocabulary projection
+    got = skinny.launch(last, w)
+    assert got.shape == (3, 4, 256)
+    ours, cublas = errors(last.reshape(-1, 512), w, got.reshape(-1, 256))
+    assert ours <= 1.5 * cublas + 1e-3
+
+
+def test_what_the_kernel_does_not_take_goes_to_f_linear():
+    w = torch.randn(64, 64, device="cuda")
+    assert not skinny.usable(torch.randn(4, 64, device="cuda"), w)  # fp32
+    w16 = w.to(torch.bfloat16)
+    assert skinny.usable(torch.randn(8, 64, device="cuda", dtype=torch.bfloat16), w16)
+    assert not skinny.usable(torch.randn(9, 64, device="cuda", dtype=torch.bfloat16), w16)  # rows: cuBLAS
+    assert not skinny.usable(torch.randn(4, 48, device="cuda", dtype=torch.bfloat16),
+                             torch.randn(64, 48, device="cuda", dtype=torch.bfloat16))  # K % 32
+    assert not skinny.usable(torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
+                             torch.randn(40, 64, device="cuda", dtype=torch.bfloat16))  # N % 16
+    assert not skinny.usable(torch.randn(4, 64, dtype=torch.bfloat16), w16.cpu())  # CPU
+    # DICE-1.7B's gate_up at a batch-1 step: cuBLAS measured faster (engine.skinny.TUNED)
+    assert not skinny.usable(torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16),
+                             torch.randn(12288, 2048, device="cuda", dtype=torch.bfloat16))
+
+
+@pytest.fixture(scope="module")
+def bf16_model():
+    return random_model(tiny_sdar_config(head_dim=16), std=0.1).cuda().to(torch.bfloat16)
+
+
+def test_the_skinny_path_runs_the_kernel_and_agrees_with_the_plain_path(bf16_model, monkeypatch):
+    calls = []
+    launch = skinny.launch
+    monkeypatch.setattr(skinny, "launch", lambda *a, **kw: calls.append(a[1].shape) or launch(*a, **kw))
+    for n in (1, 3):
+        skinny_distance = check_agreement(bf16_model, "skinny", n, 4)
+        decode_distance = check_agreement(bf16_model, "decode", n, 4)
+        # bf16: other kernels round differently; the same order as the cuBLAS path's distance.
+        assert skinny_distance <= max(3 * decode_distance, 0.02), (n, skinny_distance, decode_distance)
+    assert len(calls) >= 4 * 2 + 1  # qkv, o, gate_up, down per layer, and the vocabulary
+
+
+def test_the_skinny_path_in_fp32_gives_the_plain_paths_tokens():
+    """An fp32 model keeps F.linear in every projection: the path gives the eager tokens."""
+    model = random_model(tiny_sdar_config(head_dim=16)).cuda()
+    ids = torch.randint(0, 5000, (40,), generator=torch.Generator().manual_seed(1)).tolist()
+    args = dict(n=3, max_tokens=32, sampling=Sampling(), stop_ids=[])
+    assert decode(model, ids, path="skinny", **args).tokens == decode(model, ids, path="cached", **args).tokens

@@ -18,10 +18,22 @@ first line for any selection.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 IDENTIFIER = re.compile(r"(?<![\w.>:])([A-Za-z_]\w*)")   # not a member (x.y, p->y, ns::y)
-# A declaration inside the fill: `T name =`, `T* name;`, `T name[`, `T name,`.
-DECLARED = re.compile(r"\b[A-Za-z_][\w:<>]*[\s*&]+([A-Za-z_]\w*)\s*(?:[=;,\[)]|$)")
+QUALIFIERS = "const|static|volatile|register|extern|constexpr|typedef|struct|unsigned|signed|long|short|__shared__"
+# A declaration: `T name =`, `T* name;`, `const T *name[`, `T<U> name,`, a parameter `(T name)`,
+# where a statement, a parameter or a for's init starts. A star with space on both sides or on
+# neither (`a * b`, `a*b`) is a product, not a pointer.
+DECLARED = re.compile(
+    r"(?:^|(?<=[;{}(,]))\s*(?:(?:" + QUALIFIERS + r")\s+)*"
+    r"(?P<type>[A-Za-z_]\w*(?:\s*::\s*\w+)*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)"
+    r"(?P<sep>\s+|\s*[*&]+\s*)(?:(?:const|__restrict__|__restrict)\s+)*"
+    r"(?P<name>[A-Za-z_]\w*)\s*(?P<end>[=;,\[)]|$)", re.MULTILINE)
+# Words that start a statement without declaring: `return x;` declares no `x`.
+NOT_TYPES = frozenset("return else case goto throw delete new sizeof do typename using".split())
+DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.MULTILINE)
+PREPROCESSOR_LINE = re.compile(r"^\s*#[^\n]*", re.MULTILINE)
 COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'", re.DOTALL)
 
 BUILTINS = frozenset("""
@@ -61,9 +73,133 @@ def scope_of(prefix: str, suffix: str) -> frozenset[str]:
 def unknown_names(fill: str, scope: frozenset[str]) -> list[str]:
     """The identifiers of `fill` that are not in `scope` nor declared by the fill itself."""
     code = COMMENT_OR_STRING.sub(" ", fill)
-    declared = set(DECLARED.findall(code))
-    return sorted(n for n in set(IDENTIFIER.findall(code)) - scope - declared
+    return sorted(n for n in set(IDENTIFIER.findall(code)) - scope - declared_names(code)
                   if not n.isdigit() and not re.fullmatch(r"\d\w*", n))
+
+
+def _pointer_spacing(sep: str) -> bool:
+    """`T *p`, `T* p`, `T p`: a declarator's spacing; `a * b` and `a*b` are products."""
+    return not sep.strip() or sep[0].isspace() != sep[-1].isspace()
+
+
+def declared_names(code: str) -> set[str]:
+    """The names `code` declares: variables, parameters, for-loop variables (DECLARED, with
+    the further declarators of `int a = 0, b;`), and macros (#define)."""
+    code = COMMENT_OR_STRING.sub(" ", code)
+    names = set(DEFINE.findall(code))
+    code = PREPROCESSOR_LINE.sub(" ", code)
+    for m in DECLARED.finditer(code):
+        if m.group("type") in NOT_TYPES or not _pointer_spacing(m.group("sep")):
+            continue
+        names.add(m.group("name"))
+        if m.group("end") in "=,[":
+            for piece in _declarators(code, m.end("name")):
+                more = re.match(r"\s*[*&]*\s*([A-Za-z_]\w*)\s*(?:[=\[]|$)", piece)
+                if more:
+                    names.add(more.group(1))
+    return names
+
+
+def _declarators(code: str, start: int) -> list[str]:
+    """The pieces after the first of a declaration's comma-separated declarators (up to its
+    `;` or a closing bracket)."""
+    pieces, depth, begin = [], 0, None
+    for i in range(start, len(code)):
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                break
+        elif ch == ";" and depth == 0:
+            break
+        elif ch == "," and depth == 0:
+            if begin is not None:
+                pieces.append(code[begin:i])
+            begin = i + 1
+    else:
+        i = len(code)
+    if begin is not None:
+        pieces.append(code[begin:i])
+    return pieces
+
+
+def _uses_as_value(code: str, end: int) -> bool:
+    """The identifier ending at `end` is used as a value: not called (`f(`, `f<T>(`), not a
+    namespace or class (`ns::`), not a type (`T x`, `T *p`)."""
+    after = code[end:]
+    if re.match(r"\s*(?:\(|::|<[^;{}()]*>\s*\(|[A-Za-z_])", after):
+        return False
+    star = re.match(r"(\s*[*&]+\s*)[A-Za-z_]\w*\s*[=;,)\[]", after)
+    return not (star and _pointer_spacing(star.group(1)))
+
+
+def needed_names(prefix: str, suffix: str) -> list[str]:
+    """Names the code after the selection uses as values that neither the text before it
+    mentions nor the text after it declares: the selection must have declared them
+    (`int threads = blockDim.x * blockDim.y;` before a suffix that reads `threads`). Built-ins,
+    keywords, names in all capitals (macros and constants of headers not in the file) and
+    names used as a function, a namespace or a type anywhere in the suffix are never needed."""
+    code = COMMENT_OR_STRING.sub(" ", suffix)
+    known = declared_names(code) | _names(prefix) | BUILTINS
+    code = PREPROCESSOR_LINE.sub(" ", code)
+    used = set()
+    for m in IDENTIFIER.finditer(code):
+        (used if _uses_as_value(code, m.end()) else known).add(m.group(1))
+    return sorted(n for n in used - known
+                  if not re.fullmatch(r"[A-Z][A-Z0-9_]*|__\w*|\d\w*", n))
+
+
+def _outer_level(code: str) -> str:
+    """`code` without its nested blocks (each replaced by `;`), up to the `}` that closes the
+    block it starts in."""
+    kept, depth = [], 0
+    for ch in code:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                break
+            if depth == 0:
+                kept.append(";")
+        elif depth == 0:
+            kept.append(ch)
+    return "".join(kept)
+
+
+def block_declarations(prefix: str, suffix: str) -> set[str]:
+    """The names declared in the block the selection is in, outside any block nested in it:
+    before the selection, after it, and in the parentheses that open the block (a function's
+    parameters, a for's variable). A fill that declares one of them again does not compile;
+    outside any block (file scope) nothing is returned."""
+    before = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix))
+    opened = []
+    for i, ch in enumerate(before):
+        if ch == "{":
+            opened.append(i)
+        elif ch == "}" and opened:
+            opened.pop()
+    if not opened:
+        return set()
+    at = opened[-1]
+    names = declared_names(_outer_level(before[at + 1:]))
+    head = before[:at].rstrip()
+    if head.endswith(")"):
+        depth = 0
+        for i in range(len(head) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(head[i], 0)
+            if depth == 0:
+                names |= declared_names(head[i:])
+                break
+    after = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    return names | declared_names(_outer_level(after))
+
+
+def redeclared(fill: str, prefix: str, suffix: str) -> list[str]:
+    """The names `fill` declares (outside its own nested blocks) that its block already has."""
+    return sorted(declared_names(_outer_level(COMMENT_OR_STRING.sub(" ", fill))) & block_declarations(prefix, suffix))
 
 
 PAIRS = {"(": ")", "[": "]", "{": "}"}
@@ -122,3 +258,38 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
             # The suffix starts the line that `following` is on, or a newline ends the fill's line.
             return head if "\n" in suffix[:suffix.index(following)] else head + "\n"
     return fill
+
+
+def starts_statement(prefix: str) -> bool:
+    """The selection begins where a statement may: nothing before it on its line, and the
+    code before that ends a statement or opens or closes a block."""
+    line_start = prefix.rfind("\n") + 1
+    if prefix[line_start:].strip():
+        return False
+    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix[:line_start])).rstrip()
+    return code.endswith((";", "{", "}"))
+
+
+STORAGE = re.compile(r"\b(?:__shared__|__constant__|static|extern|typedef|constexpr|struct)\b")
+
+
+def declaration_types(fills: list[str], prefix: str, count: int = 2) -> list[str]:
+    """Types to declare a needed name with (`const int `, `float *`): those the fills declare
+    with, the commonest first, then those of the values declared before the selection, the
+    nearest first, then `int `; without storage classes, which take no initializer."""
+    def types_in(code: str) -> list[str]:
+        code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", code))
+        found = []
+        for m in DECLARED.finditer(code):
+            if m.group("type") in NOT_TYPES or not _pointer_spacing(m.group("sep")):
+                continue
+            text = " ".join(code[m.start():m.start("name")].split())
+            if text and not STORAGE.search(text):
+                found.append(text if text.endswith(("*", "&")) else text + " ")
+        return found
+
+    from_fills = Counter(t for fill in fills for t in types_in(fill))
+    # A pointer before the selection is mostly a parameter: an array, not a value to compute.
+    nearby = [t for t in types_in(prefix)[::-1] if not t.endswith(("*", "&"))]
+    ranked = [t for t, _ in from_fills.most_common()] + nearby + ["int "]
+    return list(dict.fromkeys(ranked))[:count]

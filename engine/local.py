@@ -17,7 +17,8 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import cut_to_span, fits_span, scope_of, unknown_names
+from engine.scope import (LINE_ENDS, cut_to_span, declaration_types, declared_names, fits_span, inside_one_line,
+                          needed_names, redeclared, scope_of, starts_statement, unknown_names)
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -25,6 +26,17 @@ SMALL_HIDDEN = 1024
 # ranked (engine.scope): a small model often invents a name, and a candidate that cannot
 # compile is a wasted slot for the user.
 FIM_OVERSAMPLE = 2
+# When the code after the selection uses a name that nothing declares (engine.scope.needed_names)
+# and the draw has too few candidates that declare it, the engine draws this many times n more,
+# each started with `TYPE NAME =` (the model then writes the initializer), in at most
+# DECLARE_TYPES types; such a continuation is a short expression.
+DECLARE_OVERSAMPLE = 2
+DECLARE_TYPES = 2
+DECLARE_MAX_TOKENS = 32
+# A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
+# and a line of code is rarely longer than this: a candidate that runs on past its line stops here
+# instead of at max_tokens (on a CPU, the rows that run on set a batch's time).
+ONE_LINE_MAX_TOKENS = 40
 
 
 class LocalEngine(EngineBase):
@@ -73,12 +85,50 @@ class LocalEngine(EngineBase):
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
             if self.config.prompt_format == "fim":
+                if inside_one_line(request.prefix, request.suffix):
+                    request = replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
                 sampled = request.sampling.temperature != 0
                 drawn = self.decode_batch(replace(request, n=request.n * (FIM_OVERSAMPLE if sampled else 1)),
                                           on_progress, should_cancel)
                 drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
-                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n] if sampled else drawn
+                if not sampled:
+                    return drawn
+                drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
+                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
         return self.decode_batch(request, on_progress, should_cancel)
+
+    def declaring_fills(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
+                        should_cancel: CancelFn) -> list[Candidate]:
+        """More candidates for a selection that must declare a name the code after it uses
+        (engine.scope.needed_names) when fewer than n distinct drawn ones do: each starts with
+        `TYPE NAME =` (declaration_types: the drawn candidates' types first), the model writes
+        the rest, and the statement gets its `;` if the model stopped before it."""
+        prefix, suffix = request.prefix, request.suffix
+        needed = needed_names(prefix, suffix)
+        if not needed or not starts_statement(prefix):
+            return []
+        declaring = {normalized(c.text) for c in drawn
+                     if set(needed) <= declared_names(c.text) and fits_span(c.text, prefix, suffix)}
+        if len(declaring) >= request.n:
+            return []
+        types = declaration_types([c.text for c in drawn], prefix, DECLARE_TYPES)
+        rows = request.n * DECLARE_OVERSAMPLE
+        found = []
+        for k, kind in enumerate(types):
+            head = f"{kind}{needed[0]} ="
+            count = rows // len(types) + (k < rows % len(types))
+            seed = None if request.sampling.seed is None else request.sampling.seed + k + 1
+            started = replace(request, prefix=prefix + head, n=count, sampling=replace(request.sampling, seed=seed),
+                              max_tokens=min(request.max_tokens, DECLARE_MAX_TOKENS))
+            for c in self.decode_batch(started, on_progress, should_cancel):
+                rest = c.text.split("\n", 1)[0].strip()
+                if not rest or rest.startswith(("=", ";")):
+                    continue
+                text = f"{head} {rest}"
+                if rest[-1].isalnum() or rest[-1] in "_)]'\"":   # a whole expression, not `i * n +`
+                    text += ";"
+                found.append(replace(c, text=cut_to_span(text, prefix, suffix)))
+        return found
 
     def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
         """Decode the request's n answers as one batch."""
@@ -123,18 +173,28 @@ class LocalEngine(EngineBase):
         return replace(request, prefix=prefix, suffix=suffix)
 
 
+def normalized(text: str) -> str:
+    """`text` with its whitespace runs as one space: candidates that differ only there are one."""
+    return " ".join(text.split())
+
+
 def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:
-    """Candidates reordered (stably): distinct ones first; among them those in the shape of
-    the selection, then those whose names are all in scope (engine.scope), then those the
-    model drew more often (the samples' agreement: the commonest answer is the likeliest)."""
+    """Candidates reordered (stably): distinct ones first (whitespace aside); among them those
+    in the shape of the selection, then those that can compile: names all in scope, the names
+    the code after the selection needs declared, no name of the block declared again
+    (engine.scope); then those the model drew more often (the samples' agreement: the
+    commonest answer is the likeliest)."""
     scope = scope_of(prefix, suffix)
+    needed = set(needed_names(prefix, suffix))
     seen: set[str] = set()
-    drawn = Counter(c.text for c in candidates)
+    drawn = Counter(normalized(c.text) for c in candidates)
 
     def key(c: Candidate) -> tuple[bool, bool, bool, int]:
-        repeat = c.text in seen
-        seen.add(c.text)
-        return repeat, not fits_span(c.text, prefix, suffix), bool(unknown_names(c.text, scope)), -drawn[c.text]
+        text = normalized(c.text)
+        repeat = text in seen
+        seen.add(text)
+        cannot = bool(unknown_names(c.text, scope) or needed - declared_names(c.text) or redeclared(c.text, prefix, suffix))
+        return repeat, not fits_span(c.text, prefix, suffix), cannot, -drawn[text]
 
     keys = [key(c) for c in candidates]
     return [c for _, c in sorted(zip(keys, candidates), key=lambda pair: pair[0])]

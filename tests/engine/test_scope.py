@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.local import FIM_OVERSAMPLE, LocalEngine, rank_in_scope
-from engine.scope import balanced, cut_to_span, fits_span, scope_of, unknown_names
+from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span, needed_names,
+                          redeclared, scope_of, starts_statement, unknown_names)
 from engine.types import Candidate
 
 SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
@@ -92,3 +93,61 @@ def test_a_fill_that_repeats_the_code_after_the_selection_is_cut_before_it():
     # An inner `}` whose fill is not balanced up to it is not the end.
     inner = "    if (i < n) {\n        y[i] = 0.0f;\n    }\n"
     assert cut_to_span(inner, prefix, "    }\n}\n") == inner
+
+
+KERNEL_HEAD = "__global__ void invert(unsigned char *dest, const unsigned char *src, int n) {\n"
+USES_COUNT = "\n    for (int k = 0; k < count; ++k) {\n        float t = src[k] * scale;\n        dest[k] = t;\n    }\n}\n"
+
+
+def test_declared_names_of_statements_parameters_loops_and_macros():
+    assert declared_names("unsigned int i = blockIdx.x, j, tile[4];") == {"i", "j", "tile"}
+    assert declared_names(KERNEL_HEAD) == {"dest", "src", "n"}
+    assert declared_names("for (int k = 0; k < n; ++k) {") == {"k"}
+    assert declared_names("#define TILE 16\nextern __shared__ float smem[];\nconst float *__restrict__ p = q;") == \
+        {"TILE", "smem", "p"}
+    # Statements that are not declarations: a return, a product, a call.
+    assert declared_names("return x;") == set() and declared_names("y = (a * b);") == set()
+    assert declared_names("f(a, b); g(x, *y);") == set()
+
+
+def test_names_the_code_after_the_selection_needs_and_nothing_declares():
+    # `count` is read after the selection and declared nowhere: the selection must declare it;
+    # `k` and `t` are declared after it, `scale` is mentioned before it, `src` is a parameter.
+    prefix = KERNEL_HEAD + "    float scale = 2.0f;\n    "
+    assert needed_names(prefix, USES_COUNT) == ["count"]
+    # Calls, types, members, macros in capitals and built-ins are never needed.
+    suffix = "\n    helper(n);\n    Vec v;\n    v.len = N_MAX + threadIdx.x;\n}\n"
+    assert needed_names(KERNEL_HEAD + "    ", suffix) == []
+
+
+def test_a_fill_that_declares_a_name_its_block_already_has_is_found():
+    prefix = KERNEL_HEAD + "    int i = threadIdx.x;\n    if (i < n) {\n        int j = i;\n    }\n    "
+    suffix = "\n    int last = i;\n}\n"
+    assert redeclared("int i = 0;", prefix, suffix) == ["i"]          # same block, before
+    assert redeclared("int n = 4;", prefix, suffix) == ["n"]          # a parameter of the function
+    assert redeclared("int last = 1;", prefix, suffix) == ["last"]    # same block, after
+    assert redeclared("int j = 0;", prefix, suffix) == []             # j was in a nested block
+    assert redeclared("if (i) { int i = 1; }", prefix, suffix) == []  # a nested block may shadow
+    loop = KERNEL_HEAD + "    for (int k = 0; k < n; ++k) {\n        "
+    assert redeclared("int k = 1;", loop, "\n    }\n}\n") == ["k"]    # the for's own variable
+
+
+def test_a_statement_start_and_the_types_to_declare_a_needed_name_with():
+    assert starts_statement(KERNEL_HEAD + "    ") and starts_statement("    x = 1;\n    ")
+    assert not starts_statement("    int y = ") and not starts_statement("    if (x)\n        ")
+    prefix = KERNEL_HEAD + "    double w = 0;\n    "
+    # The drawn fills' types, the commonest first; storage classes dropped.
+    assert declaration_types(["const int a = 1;", "const int b;", "float c = 0;", "__shared__ int s[4];"],
+                             prefix) == ["const int ", "float "]
+    # Without any, the values declared before the selection (not the pointer parameters).
+    assert declaration_types([], prefix, 3) == ["double ", "int "]
+
+
+def test_rank_puts_a_candidate_that_declares_the_needed_name_first():
+    prefix = KERNEL_HEAD + "    float scale = 2.0f;\n    "
+    texts = ["if (count > n) return;", "int count = n / 2;", "int scale = n;", "int  count  =  n;", "int count = n;"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], prefix, USES_COUNT)]
+    # Declaring `count`, the one drawn twice (whitespace aside) first; then those that leave
+    # it undeclared or declare `scale` again; last the whitespace twin, a repeat.
+    assert ranked == ["int  count  =  n;", "int count = n / 2;", "if (count > n) return;", "int scale = n;",
+                      "int count = n;"]

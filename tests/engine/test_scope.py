@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import FIM_OVERSAMPLE, LocalEngine, rank_in_scope
+from engine.local import FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, LocalEngine, rank_in_scope
 from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span, needed_names,
                           redeclared, scope_of, starts_statement, unknown_names)
 from engine.types import Candidate
@@ -151,3 +151,38 @@ def test_rank_puts_a_candidate_that_declares_the_needed_name_first():
     # it undeclared or declare `scale` again; last the whitespace twin, a repeat.
     assert ranked == ["int  count  =  n;", "int count = n / 2;", "if (count > n) return;", "int scale = n;",
                       "int count = n;"]
+
+
+def _stubbed(model, answers):
+    """The model's decode_batch replaced: each call's request is kept and answered with the
+    next list of texts (the model's own answers would be a random model's)."""
+    seen = []
+
+    def decode_batch(request, *args):
+        seen.append(request)
+        texts = answers[len(seen) - 1]
+        return [Candidate(texts[k % len(texts)], 4, 4, 0.0, "eos", "") for k in range(request.n)]
+
+    model.decode_batch = decode_batch
+    return seen
+
+
+def test_a_fill_that_must_declare_a_name_gets_candidates_started_with_its_declaration(tiny_fim_checkpoint):
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    prefix = KERNEL_HEAD + "    float scale = 2.0f;\n    "
+    seen = _stubbed(model, [["if (count > n) return;", "int i = n;"], [" n / 2", " n +"], [" 4;"]])
+    out = [c.text for c in model.infill(prefix, USES_COUNT, n=2, max_tokens=64, temperature=0.7, seed=0)]
+    # The draw, then one batch per type: the drawn `int `, then `float ` (declared before).
+    assert [r.prefix[len(prefix):] for r in seen] == ["", "int count =", "float count ="]
+    assert [r.n for r in seen] == [2 * FIM_OVERSAMPLE, 2, 2]
+    assert all(r.max_tokens == ONE_LINE_MAX_TOKENS for r in seen[:1]) and seen[1].max_tokens <= ONE_LINE_MAX_TOKENS
+    # `int count = n +` is no expression and gets no `;`, so it ranks below the two that compile.
+    assert out == ["float count = 4;", "int count = n / 2;"]
+
+
+def test_no_declaration_is_started_when_the_draw_declares_the_needed_name(tiny_fim_checkpoint):
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    prefix = KERNEL_HEAD + "    float scale = 2.0f;\n    "
+    seen = _stubbed(model, [["int count = n;", "const int count = 2 * n;"]])
+    out = [c.text for c in model.infill(prefix, USES_COUNT, n=2, max_tokens=64, temperature=0.7, seed=0)]
+    assert len(seen) == 1 and set(out) == {"int count = n;", "const int count = 2 * n;"}

@@ -66,7 +66,7 @@ def test_strided_and_batched_inputs_are_taken_as_rows():
     assert ours <= 1.5 * cublas + 1e-3
 
 
-def test_what_the_kernel_does_not_take_goes_to_f_linear():
+def test_what_the_kernel_does_not_take_goes_to_f_linear(monkeypatch):
     w = torch.randn(64, 64, device="cuda")
     assert not skinny.usable(torch.randn(4, 64, device="cuda"), w)  # fp32
     w16 = w.to(torch.bfloat16)
@@ -77,9 +77,12 @@ def test_what_the_kernel_does_not_take_goes_to_f_linear():
     assert not skinny.usable(torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
                              torch.randn(40, 64, device="cuda", dtype=torch.bfloat16))  # N % 16
     assert not skinny.usable(torch.randn(4, 64, dtype=torch.bfloat16), w16.cpu())  # CPU
-    # DICE-1.7B's gate_up at a batch-1 step: cuBLAS measured faster (engine.skinny.TUNED)
-    assert not skinny.usable(torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16),
-                             torch.randn(12288, 2048, device="cuda", dtype=torch.bfloat16))
+    # A shape where cuBLAS was measured faster (None in engine.skinny.TUNED) stays with cuBLAS.
+    x, gate_up = (torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16),
+                  torch.randn(12288, 2048, device="cuda", dtype=torch.bfloat16))
+    assert skinny.usable(x, gate_up)
+    monkeypatch.setitem(skinny.TUNED, (1, 12288, 2048), None)
+    assert not skinny.usable(x, gate_up)
 
 
 @pytest.fixture(scope="module")

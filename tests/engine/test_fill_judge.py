@@ -1,0 +1,67 @@
+"""benchmarks/fill_judge.py: a held-out case becomes a document the product's judge takes
+(a generated spec that parses, a kernel that compiles), and the judge's verdicts come back
+per candidate. On a GPU the original judged against itself is correct and a wrong fill is
+wrong; on the CPU the judge compiles and says it could not run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fill_judge import document, judge_case, spec_lines, summary
+from profiler.spec import parse_spec
+
+REPO = Path(__file__).resolve().parents[2]
+
+CASE = {  # the shape of a builtin_eval record's case (prefix without the prelude)
+    "kernel": "scale",
+    "prefix": "__global__ void scale(float *out, const float *in, int n, float s)\n{\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n)\n    ",
+    "middle": "out[i] = s * in[i];",
+    "suffix": "\n}\n",
+}
+
+
+def test_the_generated_spec_covers_every_parameter_and_parses():
+    at, lines = spec_lines("#include <math.h>\n" + CASE["prefix"] + CASE["middle"] + CASE["suffix"], "scale")
+    assert at == 1
+    assert "let n = 256" in lines and "let s = 1.5" in lines
+    assert "buffer out[1 << 20], in[1 << 20]" in lines and "inout out\n" in lines
+    spec = parse_spec(document(CASE, CASE["middle"]))["scale"]
+    assert spec.inout == frozenset({"out"})
+
+
+def test_every_case_of_the_shipped_records_gets_a_spec_that_parses():
+    for record in sorted((REPO / "docs").glob("builtin-eval-*.json")):
+        cases = json.loads(record.read_text()).get("cases", [])
+        for case in cases:
+            assert case["kernel"] in parse_spec(document(case, case["middle"])), (record.name, case["kernel"])
+
+
+def test_the_judge_gives_each_distinct_candidate_a_verdict():
+    from profiler.compile import find_nvcc
+
+    if find_nvcc() is None:
+        pytest.skip("no nvcc")
+    from profiler.gpu import gpu_name
+
+    verdicts = judge_case(CASE, ["out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"], 20)
+    assert set(verdicts) == {"out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"}
+    assert verdicts["out[i] = t * in[i];"]["compiled"] is False
+    assert verdicts[CASE["middle"]]["compiled"] is True
+    if gpu_name() is None:
+        assert verdicts[CASE["middle"]]["correct"] is None  # compiled, not run
+    else:
+        assert verdicts[CASE["middle"]]["correct"] is True
+        assert verdicts["out[i] = s + in[i];"]["correct"] is False
+
+
+def test_the_summary_counts_only_cases_whose_original_is_judged_correct():
+    right = {"correct": True, "correct_not_exact": True}
+    report = {"sets": {"x": {"cases": [
+        {"original": {"correct": True}, "methods": {"model": right}},
+        {"original": {"correct": False}, "methods": {"model": right}},
+        {"error": "no kernel"},
+    ]}}}
+    assert summary(report, ["model"]) == {"x": {"cases": 3, "judgeable": 1, "model": {"correct": 1, "correct_not_exact": 1}}}

@@ -245,10 +245,11 @@ def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
 def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unroll: int | None = None) -> torch.Tensor:
     """y = x @ weight^T for x [..., K] of at most KERNEL_ROWS rows (N a multiple of 16, K of
     32); `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
-    import cupy
-    import numpy as np
-
     n, k = weight.shape
+    if x.dtype != weight.dtype or x.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"the skinny kernel takes bf16 or fp16 of one dtype, not {x.dtype} x {weight.dtype}")
+    if n % ROWS_PER_BLOCK or k % 32 or not weight.is_contiguous():
+        raise ValueError(f"the skinny kernel takes a contiguous weight of N % 16 == 0, K % 32 == 0, not {n} x {k}")
     if weight.data_ptr() % 16:
         raise ValueError("the skinny kernel reads the weight in 16-byte loads: it must start 16-byte aligned")
     rows = x.reshape(-1, k)
@@ -259,6 +260,11 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
         raise ValueError(f"the skinny kernel takes 1 to {KERNEL_ROWS} rows, not {m}")
     if warps is None or unroll is None:
         warps, unroll = config_for(m, n, k)
+    elif k % (32 * unroll * warps) or not fits(_tiles(m), warps):
+        raise ValueError(f"{warps} warps of {unroll} loads do not divide K = {k} or do not fit {m} rows")
+    import cupy
+    import numpy as np
+
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
     kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16))
     with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):

@@ -60,3 +60,16 @@ def test_the_model_takes_the_projections_argument_and_refuses_an_unknown_one():
     assert torch.equal(model(ids, projections="skinny"), model(ids))
     with pytest.raises(ValueError, match="projections"):
         model(ids, projections="cutlass")
+
+
+def test_launch_refuses_what_the_kernel_would_misread():
+    """Checked before anything reaches CuPy or the GPU: a wrong call is an error, never garbage."""
+    w = torch.zeros(64, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        skinny.launch(torch.zeros(4, 64), w)
+    with pytest.raises(ValueError, match="N % 16"):
+        skinny.launch(torch.zeros(4, 64, dtype=torch.bfloat16), torch.zeros(40, 64, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="rows"):
+        skinny.launch(torch.zeros(65, 64, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError, match="do not divide"):
+        skinny.launch(torch.zeros(4, 64, dtype=torch.bfloat16), w, warps=4, unroll=1)

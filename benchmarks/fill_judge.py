@@ -12,8 +12,10 @@ spec (`spec_lines`: every integer parameter 256, every float 1.5, every pointer 
 256 blocks of 256 threads), and the product's own judge (profiler.judge.judge: the original
 document as the baseline, each distinct candidate in its own sandboxed process, several
 random input sets, outputs compared) gives each candidate a verdict. A case counts only where
-the original judged against itself is correct (a kernel that only prints, or reads past the
-generated buffers, cannot be judged so: reported, not counted). Reported per method: cases
+the original judged against itself is correct and the kernel writes through a pointer (a
+kernel that only prints is "correct" whatever a fill does; one whose output depends on a
+race, or that reads past the generated buffers, is not correct against itself: reported,
+not counted). Reported per method: cases
 judged, cases with a correct candidate, and of those how many had no candidate equal to the
 original (right, but written otherwise). Writes $OUT/fill_judge.json (OUT defaults to
 ./.device-out) after every case, and a table on stdout.
@@ -66,6 +68,13 @@ def document(case: dict, middle: str) -> str:
     return "\n".join(lines[:at]) + "\n" + spec + "\n".join(lines[at:])
 
 
+def has_outputs(case: dict) -> bool:
+    """Whether the kernel writes through a pointer: one that only prints (or writes nothing)
+    is "correct" whatever it does, so it is not counted."""
+    source = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
+    return any(p.pointer and not p.const for p in find_kernel(source, case["kernel"]).params)
+
+
 def normalized(code: str) -> str:
     return " ".join(code.split())
 
@@ -87,8 +96,22 @@ def main() -> int:
     ap.add_argument("records", nargs="+", type=Path)
     ap.add_argument("--methods", default="model,previous", help="the records' methods to judge")
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per candidate")
+    ap.add_argument("--summarize", type=Path, metavar="FILL_JUDGE_JSON",
+                    help="no judging: add each case's outputs flag from the records to this earlier "
+                         "run's results and print its summary again (a run cut by its time limit)")
     args = ap.parse_args()
     methods = args.methods.split(",")
+    if args.summarize:
+        report = json.loads(args.summarize.read_text())
+        for record_path in args.records:
+            record = json.loads(record_path.read_text())
+            for entry in report["sets"].get(record_path.stem.removeprefix("builtin-eval-"), {}).get("cases", []):
+                if "original" in entry:
+                    entry["outputs"] = has_outputs(record["cases"][entry["case"]])
+        report["summary"] = summary(report, methods)
+        args.summarize.write_text(json.dumps(report, indent=1) + "\n")
+        print(table(report["summary"], report.get("gpu")))
+        return 0
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sets": {}}
@@ -110,7 +133,8 @@ def main() -> int:
                 cases_out.append({"case": index, "kernel": case["kernel"], "error": f"{type(exc).__name__}: {exc}"})
                 continue
             original = verdicts[case["middle"]]
-            entry = {"case": index, "kernel": case["kernel"], "original": original, "methods": {}}
+            entry = {"case": index, "kernel": case["kernel"], "outputs": has_outputs(case), "original": original,
+                     "methods": {}}
             for method, fill in fills.items():
                 mine = [verdicts[t] | {"text": t, "exact": normalized(t) == normalized(case["middle"])}
                         for t in dict.fromkeys(fill["texts"])]
@@ -134,7 +158,7 @@ def main() -> int:
 def summary(report: dict, methods: list[str]) -> dict:
     out = {}
     for name, data in report["sets"].items():
-        judged = [c for c in data["cases"] if "original" in c and c["original"]["correct"]]
+        judged = [c for c in data["cases"] if "original" in c and c["original"]["correct"] and c.get("outputs", True)]
         row = {"cases": len(data["cases"]), "judgeable": len(judged)}
         for method in methods:
             entries = [c["methods"][method] for c in judged if method in c["methods"]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.fill_judge import document, judge_case, spec_lines, summary
+from benchmarks.fill_judge import document, has_outputs, judge_case, spec_lines, summary
 from profiler.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +62,14 @@ def test_the_summary_counts_only_cases_whose_original_is_judged_correct():
     report = {"sets": {"x": {"cases": [
         {"original": {"correct": True}, "methods": {"model": right}},
         {"original": {"correct": False}, "methods": {"model": right}},
+        {"original": {"correct": True}, "outputs": False, "methods": {"model": right}},
         {"error": "no kernel"},
     ]}}}
-    assert summary(report, ["model"]) == {"x": {"cases": 3, "judgeable": 1, "model": {"correct": 1, "correct_not_exact": 1}}}
+    assert summary(report, ["model"]) == {"x": {"cases": 4, "judgeable": 1, "model": {"correct": 1, "correct_not_exact": 1}}}
+
+
+def test_a_kernel_that_only_prints_has_no_outputs_to_judge():
+    printing = {"kernel": "hi", "prefix": "__global__ void hi(const float *x)\n{\n  ",
+                "middle": 'printf("%f\\n", x[0]);', "suffix": "\n}\n"}
+    assert not has_outputs(printing)
+    assert has_outputs(CASE)

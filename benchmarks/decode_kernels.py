@@ -1,19 +1,20 @@
 """The kernels of a decoding step, alone, on the GPU machine: the step's projections and its
 attention at the DICE-1.7B shape, each way they could run.
 
-    python benchmarks/decode_kernels.py [--rows 8,64] [--quick]
+    python benchmarks/decode_kernels.py [--rows 8,64] [--skip-attention]
 
 How: every variant runs 28 times in one CUDA graph (one call per layer, as in a step), each
 call on a weight (or KV cache) of its own, so that nothing is served from the 50 MB L2 that
 a step would have to read from memory; the graph replayed 20 times after a warm-up, CUDA
 events, median; per call = graph / 28. GB/s counts the weight (or cache) bytes a call must
-read. Projections: cuBLAS as the engine calls it (F.linear), cuBLAS on the transposed
-product, and `skinny`, a Triton kernel tiled for a step's few rows (one program per few
-output features, so that even the 2048-feature projections spread over every
-multiprocessor) over a grid of tile sizes; it was tried for issue 17 and was not faster than
-cuBLAS (docs/benchmarks.md, 2026-12-04), so the engine does not use it. Attention: the
-engine's decode kernel (engine.decode_attention) with other split and tile sizes. Writes
-$OUT/decode_kernels.json (OUT defaults to ./.device-out).
+read. Projections (DICE-1.7B's four per layer and the vocabulary's): cuBLAS as the engine
+calls it (F.linear), cuBLAS on the transposed product, and engine.skinny (the engine's own
+kernel for a step's few rows) over its grid of tile choices (warps per block x loads in
+flight); the fastest skinny choice per shape, or null where cuBLAS was faster, goes to
+$OUT/skinny_tuned.json in engine.skinny.TUNED's format (DICE_SKINNY_TUNED reads it). (A
+Triton kernel for the same products, tried in session 11, was not faster than cuBLAS:
+docs/benchmarks.md.) Attention: the engine's decode kernel (engine.decode_attention) with
+other split and tile sizes. Writes $OUT/decode_kernels.json (OUT defaults to ./.device-out).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def graph_ms(calls) -> float:
     return statistics.median(times) / len(calls)
 
 
-def projections(rows: int, quick: bool) -> dict:
+def projections(rows: int) -> dict:
     out = {}
     for name, (n, k) in PROJECTIONS.items():
         # The vocabulary's 622 MB is past any cache: two copies alternate (28 would not fit).
@@ -162,7 +163,6 @@ def attention(batch: int, seq: int, cache: int = 2048, window: int = 8) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="8,64", help="rows of the projections (batch x 8 tokens)")
-    parser.add_argument("--quick", action="store_true", help="fewer tile sizes")
     parser.add_argument("--skip-projections", action="store_true")
     parser.add_argument("--skip-attention", action="store_true")
     args = parser.parse_args()
@@ -171,7 +171,7 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "layers": LAYERS}
     began = time.perf_counter()
     for rows in [] if args.skip_projections else map(int, args.rows.split(",")):
-        results[f"projections_rows{rows}"] = projections(rows, args.quick)
+        results[f"projections_rows{rows}"] = projections(rows)
         (out_dir / "decode_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
         # The skinny kernel's fastest tiles per shape, as engine.skinny.TUNED (DICE_SKINNY_TUNED).
         tuned = {f"{skinny._tiles(v['shape'][0])},{v['shape'][1]},{v['shape'][2]}": v["skinny_best"]

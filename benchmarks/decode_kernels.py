@@ -118,7 +118,7 @@ def projections(rows: int) -> dict:
             out[name]["skinny_best"] = [warps, unroll] if ok[fastest]["us"] < cublas else None
         print(f"[projections rows={rows}] {name} {n}x{k}: cublas {row['cublas F.linear'].get('us', 0):.2f} us, "
               f"best {best} {ok[best]['us']:.2f} us ({ok[best]['gb_per_s']:.0f} GB/s)", flush=True)
-        del weights, distinct
+        weights = distinct = None  # free the weights before the next shape's
         torch.cuda.empty_cache()
     return out
 

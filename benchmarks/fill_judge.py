@@ -63,7 +63,11 @@ def document(case: dict, middle: str) -> str:
     """The case's kernel with `middle` in the span, and the generated spec above it."""
     text = PRELUDE + case["prefix"] + middle + case["suffix"]
     original = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
-    at, spec = spec_lines(original, case["kernel"])
+    _, spec = spec_lines(original, case["kernel"])  # the original's parameters
+    try:
+        at = find_kernel(text, case["kernel"]).start[0]  # where the kernel starts in this text
+    except ValueError:  # a fill that breaks the signature: the spec where the original's was
+        at = spec_lines(original, case["kernel"])[0]
     lines = text.split("\n")
     return "\n".join(lines[:at]) + "\n" + spec + "\n".join(lines[at:])
 

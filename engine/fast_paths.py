@@ -278,9 +278,11 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
 
 
 def default_path(model: SDARForCausalLM) -> str:
-    """The engine's path: GPU_DEFAULT on a GPU (`decode` where CuPy is missing; `graphs` where
-    Triton is: inductor, so every compiled path, needs it too; `compiled` for a head dimension
-    neither attention kernel takes), the eager `cached` elsewhere."""
+    """The engine's path: GPU_DEFAULT on a GPU (`decode` where CuPy is missing or the GPU is
+    older than compute capability 8.0; `graphs` where Triton is missing: inductor, so every
+    compiled path, needs it too; `compiled` for a head dimension neither attention kernel
+    takes), the eager `cached` elsewhere. (An fp32 model's `skinny` steps run `decode`'s
+    products: the kernel takes bf16 and fp16.)"""
     if model.lm_head.weight.device.type != "cuda":
         return "cached"
     from engine.decode_attention import available

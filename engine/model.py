@@ -277,12 +277,14 @@ PROJECTION_KERNELS = ("linear", "skinny")
 def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor:
     """`layer(x)`, through the engine's kernel for a step's few rows (engine.skinny) when
     `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear."""
-    if projections == "skinny":
+    if projections == "skinny" and layer.bias is None:
         from engine import skinny
 
         if skinny.usable(x, layer.weight):
             return skinny.linear(x, layer.weight)
     return layer(x)
+
+
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes
 # through the engine's decode kernel (engine.decode_attention); past it (a long first block),
 # through SDPA.

@@ -19,7 +19,8 @@ compiles it in a second on first use, no toolkit needed):
 `linear(x, weight)` is a torch custom op (`dice::skinny_linear`) so that torch.compile keeps
 it whole inside a compiled model and a CUDA graph captures its launch; `usable(x, weight)`
 says when it applies (CUDA, bf16 or fp16, at most MAX_ROWS rows, shapes and alignment it
-handles, and only where it was measured faster than cuBLAS: TUNED). The engine's `skinny`
+handles; a shape measured slower than cuBLAS is left to cuBLAS (None in TUNED), a shape not
+measured takes the kernel with DEFAULT_CONFIG, the best or near it on every measured shape). The engine's `skinny`
 path uses it in its steps (engine.fast_paths); fp32 models and every other path keep F.linear.
 """
 
@@ -175,16 +176,18 @@ TUNED: dict[tuple[int, int, int], tuple[int, int] | None] = {
 }
 
 
-@functools.cache
 def _tuned_file(path: str) -> dict:
     table = json.loads(Path(path).read_text())
     return {tuple(int(v) for v in key.split(",")): None if value is None else tuple(value)
             for key, value in table.items()}
 
 
+# Read once, at import: usable() runs inside torch.compile's trace, which cannot read a file.
+_FROM_FILE = _tuned_file(os.environ["DICE_SKINNY_TUNED"]) if os.environ.get("DICE_SKINNY_TUNED") else None
+
+
 def _tuned() -> dict:
-    path = os.environ.get("DICE_SKINNY_TUNED")
-    return _tuned_file(path) if path else TUNED
+    return TUNED if _FROM_FILE is None else _FROM_FILE
 
 
 def faster_than_cublas(m: int, n: int, k: int) -> bool:
@@ -194,10 +197,14 @@ def faster_than_cublas(m: int, n: int, k: int) -> bool:
 def config_for(m: int, n: int, k: int) -> tuple[int, int]:
     tiles = _tiles(m)
     warps, unroll = _tuned().get((tiles, n, k)) or DEFAULT_CONFIG
-    while warps > 1 and (k % (32 * unroll * warps) or not fits(tiles, warps)):
+    while warps > 1 and not fits(tiles, warps):
         warps //= 2
-    while unroll > 1 and k % (32 * unroll * warps):
-        unroll //= 2
+    # Fewer loads in flight before fewer warps: a lone warp streaming all of K is the slowest.
+    while k % (32 * unroll * warps):
+        if unroll > 1:
+            unroll //= 2
+        else:
+            warps //= 2
     return warps, unroll
 
 
@@ -210,13 +217,15 @@ def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool) -> str:
 
 
 def fits(tiles: int, warps: int) -> bool:
-    """The block's partial sums fit 48 KB of static shared memory, its registers 64K."""
-    return tiles * warps <= 64
+    """A block of at most 1024 threads whose partial sums fit 48 KB of static shared memory."""
+    return warps <= 32 and tiles * warps <= 64
 
 
 @functools.cache
-def _function(name: str):
-    """One instantiation, compiled by NVRTC on first use (~0.3 s; CuPy caches it on disk)."""
+def _function(name: str, device: int):
+    """One instantiation, compiled by NVRTC on first use (~0.3 s; CuPy caches it on disk) and
+    loaded on `device` (a module belongs to one device's context); call it with that device
+    current."""
     import cupy
 
     return cupy.RawModule(code=SOURCE, options=("--std=c++17",), name_expressions=[name]).get_function(name)
@@ -228,6 +237,8 @@ def available() -> str | None:
         import cupy  # noqa: F401
     except ImportError:
         return "the skinny projection kernel needs CuPy (pip install 'dice-lsp[gpu]')"
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
+        return "the skinny projection kernel needs a GPU of compute capability 8.0 or newer (bf16 MMA)"
     return None
 
 
@@ -246,28 +257,32 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
     """y = x @ weight^T for x [..., K] of at most KERNEL_ROWS rows (N a multiple of 16, K of
     32); `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
     n, k = weight.shape
+    if x.shape[-1] != k:
+        raise ValueError(f"x's last dimension {x.shape[-1]} is not the weight's K = {k}")
     if x.dtype != weight.dtype or x.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"the skinny kernel takes bf16 or fp16 of one dtype, not {x.dtype} x {weight.dtype}")
     if n % ROWS_PER_BLOCK or k % 32 or not weight.is_contiguous():
         raise ValueError(f"the skinny kernel takes a contiguous weight of N % 16 == 0, K % 32 == 0, not {n} x {k}")
-    if weight.data_ptr() % 16:
-        raise ValueError("the skinny kernel reads the weight in 16-byte loads: it must start 16-byte aligned")
-    rows = x.reshape(-1, k)
-    if rows.stride(-1) != 1 or rows.stride(0) % 8 or rows.data_ptr() % 16:
-        rows = rows.contiguous()
-    m = rows.shape[0]
+    m = x.numel() // k
     if not 0 < m <= KERNEL_ROWS:
         raise ValueError(f"the skinny kernel takes 1 to {KERNEL_ROWS} rows, not {m}")
     if warps is None or unroll is None:
         warps, unroll = config_for(m, n, k)
     elif k % (32 * unroll * warps) or not fits(_tiles(m), warps):
         raise ValueError(f"{warps} warps of {unroll} loads do not divide K = {k} or do not fit {m} rows")
+    if not (x.is_cuda and weight.is_cuda and x.device == weight.device):
+        raise ValueError(f"the skinny kernel takes tensors on one CUDA device, not {x.device} and {weight.device}")
+    if weight.data_ptr() % 16:
+        raise ValueError("the skinny kernel reads the weight in 16-byte loads: it must start 16-byte aligned")
+    rows = x.reshape(-1, k)
+    if rows.stride(-1) != 1 or rows.stride(0) % 8 or rows.data_ptr() % 16:
+        rows = rows.contiguous()
     import cupy
     import numpy as np
 
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16))
     with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):
+        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16), x.device.index)
         kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
                (np.uint64(weight.data_ptr()), np.uint64(rows.data_ptr()), np.uint64(y.data_ptr()),
                 np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(n)))

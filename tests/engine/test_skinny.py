@@ -49,7 +49,7 @@ def test_the_skinny_path_is_a_gpu_path_that_falls_back_to_decode():
     assert "skinny" in PATHS and "skinny" in FAST_PATHS
     assert FALLBACK["skinny"] == "decode"
     model = random_model(tiny_sdar_config(head_dim=16))
-    with pytest.raises(EngineError, match="CUDA|CuPy"):
+    with pytest.raises(EngineError, match="CUDA"):
         make_forward(model, "skinny", 1, 64, 4)
 
 
@@ -73,3 +73,13 @@ def test_launch_refuses_what_the_kernel_would_misread():
         skinny.launch(torch.zeros(65, 64, dtype=torch.bfloat16), w)
     with pytest.raises(ValueError, match="do not divide"):
         skinny.launch(torch.zeros(4, 64, dtype=torch.bfloat16), w, warps=4, unroll=1)
+    with pytest.raises(ValueError, match="last dimension"):
+        skinny.launch(torch.zeros(4, 32, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError, match="one CUDA device"):  # a valid call, on the CPU
+        skinny.launch(torch.zeros(4, 64, dtype=torch.bfloat16), w)
+
+
+def test_a_block_is_at_most_1024_threads_and_k_keeps_its_warps_before_its_loads():
+    assert skinny.fits(1, 32) and not skinny.fits(1, 64) and not skinny.fits(8, 16)
+    assert skinny.config_for(8, 4096, 384) == (4, 1)  # not one warp streaming all of K
+    assert skinny.config_for(8, 4096, 2048) == (16, 2)  # TUNED

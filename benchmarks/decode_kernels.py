@@ -98,24 +98,24 @@ def projections(rows: int) -> dict:
 
         record("cublas F.linear", lambda w: F.linear(x, w))
         record("cublas mm(W, x^T)^T", lambda w: torch.mm(w, x.t()).t())
+        choices = {}  # label: (warps, unroll)
         if skinny.available() is None:
-            tiles = skinny._tiles(rows)
             for warps in (1, 2, 4, 8, 16):
                 for unroll in (1, 2, 4):
-                    if skinny.fits(tiles, warps) and k % (32 * unroll * warps) == 0:
-                        record(f"skinny w{warps} u{unroll}",
-                               lambda w, nw=warps, u=unroll: skinny.launch(x, w, nw, u))
+                    if skinny.takes(skinny._tiles(rows), k, warps, unroll):
+                        label = f"skinny w{warps} u{unroll}"
+                        choices[label] = (warps, unroll)
+                        record(label, lambda w, nw=warps, u=unroll: skinny.launch(x, w, nw, u))
             record("skinny (engine's choice)", lambda w: skinny.linear(x, w))
         ok = {label: v for label, v in row.items() if "us" in v and v["max_err"] <= MAX_ERR}
         best = min(ok, key=lambda label: ok[label]["us"])
         out[name] = {"shape": [rows, n, k], "variants": row, "best": best}
-        tried = [label for label in ok if label.startswith("skinny w")]
+        tried = [label for label in choices if label in ok]
         if tried:
             fastest = min(tried, key=lambda label: ok[label]["us"])
-            warps, unroll = (int(part[1:]) for part in fastest.split()[1:])
             cublas = ok.get("cublas F.linear", {}).get("us", float("inf"))
             # null: cuBLAS stays (engine.skinny.TUNED)
-            out[name]["skinny_best"] = [warps, unroll] if ok[fastest]["us"] < cublas else None
+            out[name]["skinny_best"] = list(choices[fastest]) if ok[fastest]["us"] < cublas else None
         print(f"[projections rows={rows}] {name} {n}x{k}: cublas {row['cublas F.linear'].get('us', 0):.2f} us, "
               f"best {best} {ok[best]['us']:.2f} us ({ok[best]['gb_per_s']:.0f} GB/s)", flush=True)
         weights = distinct = None  # free the weights before the next shape's

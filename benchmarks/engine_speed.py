@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from engine.decode import decode  # noqa: E402  (after the path is set)
 # The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
-from engine.fast_paths import GPU_DEFAULT, make_forward  # noqa: E402
+from engine.fast_paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
 from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
@@ -262,11 +262,15 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> float:
     return sum(x == y for x, y in pairs) / max(1, len(pairs))
 
 
+COMPILED_PATHS = tuple(p for p in FAST_PATHS if p != "graphs")  # the fast paths that torch.compile the model
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gen", type=int, default=128, help="tokens generated per candidate in the decode runs")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"decoding paths, in order (default {','.join(PATHS)})")
-    parser.add_argument("--skip-compiled", action="store_true", help="leave out the torch.compile paths (compiled, flex, decode)")
+    parser.add_argument("--skip-compiled", action="store_true",
+                        help=f"leave out the torch.compile paths ({', '.join(COMPILED_PATHS)})")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-presets", action="store_true")
     parser.add_argument("--skip-agreement", action="store_true")
@@ -288,7 +292,7 @@ def main() -> int:
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
-    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in ("compiled", "flex", "decode", "skinny"))]
+    paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in COMPILED_PATHS)]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them
         summarize(results)

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.builtin_eval import PRELUDE  # noqa: E402  (the records keep the cases without it)
+from benchmarks.builtin_eval import PRELUDE, normalized  # noqa: E402  (the records keep the cases without the prelude)
 from profiler.cuda_source import find_kernel  # noqa: E402
 from profiler.dtypes import INT_TYPES  # noqa: E402
 
@@ -63,11 +63,11 @@ def document(case: dict, middle: str) -> str:
     """The case's kernel with `middle` in the span, and the generated spec above it."""
     text = PRELUDE + case["prefix"] + middle + case["suffix"]
     original = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
-    _, spec = spec_lines(original, case["kernel"])  # the original's parameters
+    at, spec = spec_lines(original, case["kernel"])  # the original's parameters
     try:
         at = find_kernel(text, case["kernel"]).start[0]  # where the kernel starts in this text
     except ValueError:  # a fill that breaks the signature: the spec where the original's was
-        at = spec_lines(original, case["kernel"])[0]
+        pass
     lines = text.split("\n")
     return "\n".join(lines[:at]) + "\n" + spec + "\n".join(lines[at:])
 
@@ -77,10 +77,6 @@ def has_outputs(case: dict) -> bool:
     is "correct" whatever it does, so it is not counted."""
     source = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
     return any(p.pointer and not p.const for p in find_kernel(source, case["kernel"]).params)
-
-
-def normalized(code: str) -> str:
-    return " ".join(code.split())
 
 
 def judge_case(case: dict, texts: list[str], time_limit: float) -> dict:

@@ -298,6 +298,8 @@ def default_path(model: SDARForCausalLM) -> str:
 # The attention kernel of each path that does not use SDPA.
 PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode",
                   "skinny": "decode"}
+# The projections' kernel of each path that does not use F.linear.
+PATH_PROJECTIONS = {"skinny": "skinny"}
 
 
 def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
@@ -312,8 +314,7 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
     if attention == "decode":
         from engine.decode_attention import available
 
-        if (why := available()) is not None:
-            raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
+        _require(path, available())
     weight = model.lm_head.weight
     if path in ("cached", "static", "static-flex", "static-decode"):
         cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
@@ -322,11 +323,17 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         return StaticForward(model, cache, block_size, attention=attention)
     if weight.device.type != "cuda":
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    if path == "skinny":
+    projections = PATH_PROJECTIONS.get(path, "linear")
+    if projections == "skinny":
         from engine.skinny import available
 
-        if (why := available()) is not None:
-            raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
+        _require(path, available())
     return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention,
-                      projections="skinny" if path == "skinny" else "linear")
+                      projections=projections)
+
+
+def _require(path: str, why: str | None) -> None:
+    """EngineError saying why `path` cannot run here (`why`: a kernel's available())."""
+    if why is not None:
+        raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
 

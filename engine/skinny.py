@@ -221,6 +221,12 @@ def fits(tiles: int, warps: int) -> bool:
     return warps <= 32 and tiles * warps <= 64
 
 
+def takes(tiles: int, k: int, warps: int, unroll: int) -> bool:
+    """Whether that tile choice runs a product of this K and this many 8-row tiles: every warp's
+    share of K a whole number of steps of 32 x unroll, and the block fits."""
+    return k % (32 * unroll * warps) == 0 and fits(tiles, warps)
+
+
 @functools.cache
 def _function(name: str, device: int):
     """One instantiation, compiled by NVRTC on first use (~0.3 s; CuPy caches it on disk) and
@@ -268,7 +274,7 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
         raise ValueError(f"the skinny kernel takes 1 to {KERNEL_ROWS} rows, not {m}")
     if warps is None or unroll is None:
         warps, unroll = config_for(m, n, k)
-    elif k % (32 * unroll * warps) or not fits(_tiles(m), warps):
+    elif not takes(_tiles(m), k, warps, unroll):
         raise ValueError(f"{warps} warps of {unroll} loads do not divide K = {k} or do not fit {m} rows")
     if not (x.is_cuda and weight.is_cuda and x.device == weight.device):
         raise ValueError(f"the skinny kernel takes tensors on one CUDA device, not {x.device} and {weight.device}")

@@ -93,7 +93,7 @@ def projections(rows: int) -> dict:
                 err = (got.float() - reference.float()).abs().max().item()
                 ms = graph_ms([lambda w=w: fn(w) for w in weights])
                 row[label] = {"us": 1000 * ms, "gb_per_s": bytes_per_call / ms / 1e6, "max_err": err}
-            except Exception as exc:  # a config Triton refuses is reported, the rest still runs
+            except Exception as exc:  # a tile choice a kernel refuses is reported, the rest still run
                 row[label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
         record("cublas F.linear", lambda w: F.linear(x, w))

@@ -44,6 +44,7 @@ table), both rewritten after every section so that a partial run still leaves it
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -62,6 +63,7 @@ from engine.decode import decode  # noqa: E402  (after the path is set)
 from engine.fast_paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
 from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
+from engine import model as engine_model  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
@@ -221,21 +223,22 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 
 
-ATTENTION_KERNELS = ("flex", "attention", "fmha", "flash", "sdpa", "attn")
+# Kernel names that are attention: torch's, and the engine's decode kernel (engine.decode_attention_kernels).
+ATTENTION_KERNELS = ("flex", "attention", "fmha", "flash", "sdpa", "attn", "_partial", "_combine")
 
 
 @torch.inference_mode()
-def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, steps: int = 3) -> dict:
-    """Where the GPU time of a batch-1 step of `path` goes (torch.profiler, CUDA kernels only):
+def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, batch: int = 1, steps: int = 3) -> dict:
+    """Where the GPU time of a step of `path` at `batch` goes (torch.profiler, CUDA kernels only):
     the busy time per step without launch gaps, attention's share, and the kernels that take
     most of it, so that the next optimisation can aim at the right kernels."""
     from torch.profiler import ProfilerActivity, profile
 
     total = PROMPT_TOKENS + gen
-    forward = make_forward(model, path, 1, total, BLOCK)
-    x = torch.full((1, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
+    forward = make_forward(model, path, batch, total, BLOCK)
+    x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
-    forward.prefill(x[:, :PROMPT_TOKENS])
+    forward.prefill(x[:1, :PROMPT_TOKENS])
     start = PROMPT_TOKENS + BLOCK
     forward.block_logits(x, start, start + BLOCK, commit_previous=True)
     torch.cuda.synchronize()
@@ -276,7 +279,9 @@ def main() -> int:
     parser.add_argument("--skip-agreement", action="store_true")
     parser.add_argument("--skip-kernels", action="store_true")
     parser.add_argument("--kernel-paths", default=f"cached,{GPU_DEFAULT}",
-                        help="paths whose batch-1 step gets a kernel breakdown (default cached and the default path)")
+                        help="paths whose steps get a kernel breakdown (default cached and the default path)")
+    parser.add_argument("--kernel-batches", type=lambda text: [int(v) for v in text.split(",")], default=[1],
+                        help="batches of those breakdowns (default 1)")
     parser.add_argument("--budget-s", type=float, default=270,
                         help="after this many seconds, skip the optional sections left (paths other than the old "
                              "and new default, agreement, presets, kernels, transformers)")
@@ -291,7 +296,7 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
-                     "old_default_path": OLD_DEFAULT, "errors": {}, "skipped": []}
+                     "old_default_path": OLD_DEFAULT, "fused_step": engine_model.FUSED_STEP, "errors": {}, "skipped": []}
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in COMPILED_PATHS)]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them
@@ -348,7 +353,9 @@ def main() -> int:
     if not args.skip_kernels:
         for path in dict.fromkeys(args.kernel_paths.split(",")):
             if path in paths:
-                section(f"kernels_{path}_b1", lambda: kernel_breakdown(model, path, args.gen), optional=True)
+                for batch in args.kernel_batches:
+                    section(f"kernels_{path}_b{batch}", lambda: kernel_breakdown(model, path, args.gen, batch),
+                            optional=True)
     if not args.skip_transformers:
         for batch in BATCHES:
             section(f"transformers_b{batch}", lambda: transformers_generate(model, batch), optional=True)
@@ -431,10 +438,10 @@ def report(results: dict, paths: list[str]) -> str:
         if f"old_over_new_b{batch}" in t:
             lines.append(f"old default {OLD_DEFAULT} / default {GPU_DEFAULT}, batch {batch} step: "
                          f"{t[f'old_over_new_b{batch}']:.2f}x")
-    for path in dict.fromkeys(["cached", GPU_DEFAULT]):
-        kernels = results.get(f"kernels_{path}_b1")
+    for path, batch in itertools.product(dict.fromkeys(["cached", GPU_DEFAULT]), BATCHES):
+        kernels = results.get(f"kernels_{path}_b{batch}")
         if kernels:
-            lines += ["", f"{path} batch-1 step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
+            lines += ["", f"{path} batch-{batch} step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
                       f"({kernels['kernels_per_step']:.0f} kernels), attention {kernels['attention_ms_per_step']:.3f} ms;"
                       " the largest:"]
             lines += [f"    {k['ms_per_step']:8.3f} ms  x{k['calls_per_step']:<5.0f} {k['kernel']}" for k in kernels["top"][:8]]

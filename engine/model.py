@@ -14,6 +14,7 @@ static KV cache), MLP, decoder layer, the model.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -285,6 +286,16 @@ def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor
     return layer(x)
 
 
+# A decoding step's fused kernels: the decode attention that applies q/k RMSNorm and RoPE and
+# writes the cache itself (engine.decode_attention.decode_step_attention), and the skinny
+# kernel's SwiGLU form (engine.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
+# kernels, the step of session 13, to compare (benchmarks/engine_speed.py); read at import.
+FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
+# The fused attention pays its norms and RoPE in every program before its first read of the
+# cache: at batch 1 (one wave of programs) that is 0.17 ms a step less than the separate kernels,
+# at batch 8 (several waves) 0.1 ms more (H200, session 14), so it serves batch 1.
+FUSED_MAX_BATCH = 1
+
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes
 # through the engine's decode kernel (engine.decode_attention); past it (a long first block),
 # through SDPA.
@@ -335,7 +346,16 @@ class Attention(nn.Module):
                 kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None,
                 projections: str = "linear") -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = project(self.qkv_proj, x, projections).split(
+        qkv = project(self.qkv_proj, x, projections)
+        if (FUSED_STEP and b <= FUSED_MAX_BATCH and isinstance(mask, DecodeMask) and kv is not None
+                and self.heads // self.kv_heads * t <= DECODE_MAX_ROWS):
+            # The decode kernel's fused form: norms, RoPE and the cache write inside the attention.
+            from engine.decode_attention import decode_step_attention
+
+            out = decode_step_attention(qkv, self.q_norm.weight, self.k_norm.weight, cos, sin, positions, *kv,
+                                        mask.mask, mask.kv_len, self.heads, self.q_norm.eps)
+            return project(self.o_proj, out.transpose(1, 2).reshape(b, t, -1), projections)
+        q, k, v = qkv.split(
             [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
         )
         q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
@@ -365,6 +385,12 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor, projections: str = "linear") -> torch.Tensor:
+        weight = self.gate_up_proj.weight
+        if FUSED_STEP and projections == "skinny" and self.gate_up_proj.bias is None:
+            from engine import skinny
+
+            if skinny.usable(x, weight, glu=True):  # the product and its activation in one kernel
+                return project(self.down_proj, skinny.glu_linear(x, weight), projections)
         gate, up = project(self.gate_up_proj, x, projections).chunk(2, dim=-1)
         return project(self.down_proj, F.silu(gate) * up, projections)
 

@@ -78,19 +78,38 @@ __device__ __forceinline__ u16 round_to(float f) {
     return h;
 }
 
+// silu(gate) * up of two fp32 sums, each rounded first as the product's output would be (and
+// the result once, as torch.compile's fused kernel for F.silu(gate) * up rounds it).
+template <bool BF16>
+__device__ __forceinline__ float rounded(float f) {
+    const u16 h = round_to<BF16>(f);
+    float r;
+    if (BF16) r = __uint_as_float((unsigned)h << 16);
+    else asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+
+template <bool BF16>
+__device__ __forceinline__ u16 glu(float gate, float up) {
+    const float a = rounded<BF16>(gate), b = rounded<BF16>(up);
+    return round_to<BF16>(a / (1.f + expf(-a)) * b);
+}
+
 // y[M, N] = x[M, K] @ w[N, K]^T. Grid: N / 16 blocks of WARPS warps; NT tiles of 8 rows of x
 // (M <= 8 * NT); K % (32 * U * WARPS) == 0; rows of x and w 16-byte aligned.
-template <int NT, int WARPS, int U, bool BF16>
+// GLU: w is [gate; up] (N = 2 I) and y [M, I] = silu(x @ gate^T) * (x @ up^T); a block takes 8
+// gate rows as the MMA's low 8 rows and the same 8 up rows as its high 8 (grid: I / 8 blocks).
+template <int NT, int WARPS, int U, bool BF16, bool GLU>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y,
        int M, int N, int K, int ldx, int ldy) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
-    const int row0 = blockIdx.x * 16;
+    const int row0 = GLU ? blockIdx.x * 8 : blockIdx.x * 16;
     const int chunk = K / WARPS;
     const int begin = warp * chunk + q * 8;
     const uint4* lo = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g) * K + begin);
-    const uint4* hi = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g + 8) * K + begin);
+    const uint4* hi = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g + (GLU ? N / 2 : 8)) * K + begin);
     const uint4* xs[NT];
     bool live[NT];
 #pragma unroll
@@ -125,14 +144,19 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
             }
     }
 
-    // acc[t][r]: feature row0 + g + 8 * (r >= 2), token t * 8 + 2 * q + (r & 1).
+    // acc[t][r]: feature row0 + g + 8 * (r >= 2), token t * 8 + 2 * q + (r & 1) (GLU: r < 2 the
+    // gate's, r >= 2 the up's of feature row0 + g).
     if (WARPS == 1) {
 #pragma unroll
         for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 const int token = t * 8 + 2 * q + (r & 1);
-                if (token < M) y[(size_t)token * ldy + row0 + g + 8 * (r >> 1)] = round_to<BF16>(acc[t][r]);
+                if (GLU) {
+                    if (r < 2 && token < M) y[(size_t)token * ldy + row0 + g] = glu<BF16>(acc[t][r], acc[t][r + 2]);
+                } else if (token < M) {
+                    y[(size_t)token * ldy + row0 + g + 8 * (r >> 1)] = round_to<BF16>(acc[t][r]);
+                }
             }
         return;
     }
@@ -142,6 +166,20 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
 #pragma unroll
         for (int r = 0; r < 4; ++r) partial[warp][t * 4 + r][lane] = acc[t][r];
     __syncthreads();
+    if (GLU) {
+        for (int e = threadIdx.x; e < NT * 2 * 32; e += WARPS * 32) {
+            const int l = e & 31, r = (e >> 5) & 1, t = e >> 6, reg = t * 4 + r;
+            const int token = t * 8 + 2 * (l & 3) + r;
+            float gate = 0.f, up = 0.f;
+#pragma unroll
+            for (int s = 0; s < WARPS; ++s) {
+                gate += partial[s][reg][l];
+                up += partial[s][reg + 2][l];
+            }
+            if (token < M) y[(size_t)token * ldy + row0 + (l >> 2)] = glu<BF16>(gate, up);
+        }
+        return;
+    }
     for (int e = threadIdx.x; e < NT * 4 * 32; e += WARPS * 32) {
         const int reg = e >> 5, l = e & 31, t = reg >> 2, r = reg & 3;
         const int token = t * 8 + 2 * (l & 3) + (r & 1);
@@ -212,8 +250,8 @@ def _tiles(m: int) -> int:
     return 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
 
 
-def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool) -> str:
-    return f"skinny<{tiles}, {warps}, {unroll}, {'true' if bf16 else 'false'}>"
+def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool, glu: bool = False) -> str:
+    return f"skinny<{tiles}, {warps}, {unroll}, {'true' if bf16 else 'false'}, {'true' if glu else 'false'}>"
 
 
 def fits(tiles: int, warps: int) -> bool:
@@ -248,27 +286,30 @@ def available() -> str | None:
     return None
 
 
-def usable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `linear` takes this product (else F.linear does)."""
+def usable(x: torch.Tensor, weight: torch.Tensor, glu: bool = False) -> bool:
+    """Whether `linear` (`glu`: `glu_linear`) takes this product (else F.linear does)."""
     if not (x.is_cuda and weight.is_cuda and x.dtype == weight.dtype and x.dtype in (torch.bfloat16, torch.float16)):
         return False
     n, k = weight.shape
     m = x.numel() // k if k else 0
     # (no data_ptr() here: torch.compile traces this; launch checks the weight's alignment)
-    return (0 < m <= MAX_ROWS and n % ROWS_PER_BLOCK == 0 and k % 32 == 0 and weight.is_contiguous()
-            and x.shape[-1] == k and faster_than_cublas(m, n, k))
+    return (0 < m <= MAX_ROWS and n % (2 * ROWS_PER_BLOCK if glu else ROWS_PER_BLOCK) == 0 and k % 32 == 0
+            and weight.is_contiguous() and x.shape[-1] == k and faster_than_cublas(m, n, k))
 
 
-def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unroll: int | None = None) -> torch.Tensor:
+def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unroll: int | None = None,
+           glu: bool = False) -> torch.Tensor:
     """y = x @ weight^T for x [..., K] of at most KERNEL_ROWS rows (N a multiple of 16, K of
-    32); `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
+    32); `glu`: weight is [gate; up] (N a multiple of 32) and y = silu(x @ gate^T) * (x @ up^T),
+    [..., N / 2]; `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
     n, k = weight.shape
     if x.shape[-1] != k:
         raise ValueError(f"x's last dimension {x.shape[-1]} is not the weight's K = {k}")
     if x.dtype != weight.dtype or x.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"the skinny kernel takes bf16 or fp16 of one dtype, not {x.dtype} x {weight.dtype}")
-    if n % ROWS_PER_BLOCK or k % 32 or not weight.is_contiguous():
-        raise ValueError(f"the skinny kernel takes a contiguous weight of N % 16 == 0, K % 32 == 0, not {n} x {k}")
+    step = 2 * ROWS_PER_BLOCK if glu else ROWS_PER_BLOCK
+    if n % step or k % 32 or not weight.is_contiguous():
+        raise ValueError(f"the skinny kernel takes a contiguous weight of N % {step} == 0, K % 32 == 0, not {n} x {k}")
     m = x.numel() // k
     if not 0 < m <= KERNEL_ROWS:
         raise ValueError(f"the skinny kernel takes 1 to {KERNEL_ROWS} rows, not {m}")
@@ -286,13 +327,14 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
     import cupy
     import numpy as np
 
-    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    out = n // 2 if glu else n
+    y = torch.empty(m, out, device=x.device, dtype=x.dtype)
     with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):
-        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16), x.device.index)
+        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16, glu), x.device.index)
         kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
                (np.uint64(weight.data_ptr()), np.uint64(rows.data_ptr()), np.uint64(y.data_ptr()),
-                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(n)))
-    return y.view(*x.shape[:-1], n)
+                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(out)))
+    return y.view(*x.shape[:-1], out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -325,3 +367,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 @linear.register_fake
 def _(x, weight):
     return x.new_empty(*x.shape[:-1], weight.shape[0])
+
+
+@torch.library.custom_op("dice::skinny_glu", mutates_args=())
+def glu_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """silu(x @ gate^T) * (x @ up^T) for weight = [gate; up] [2 I, K], x [..., K] -> [..., I],
+    on the skinny kernel (SwiGLU's first half and its activation in one kernel);
+    usable(x, weight, glu=True) must hold."""
+    return launch(x, weight, glu=True)
+
+
+@glu_linear.register_fake
+def _(x, weight):
+    return x.new_empty(*x.shape[:-1], weight.shape[0] // 2)

@@ -72,6 +72,19 @@ def test_the_kernel_is_sdpa_for_every_shape_of_a_step():
         assert same_shape == "True" and float(error) < 1e-5, out
 
 
+
+@needs_triton
+@pytest.mark.parametrize("dtype", ["float32", "float16"])  # bf16 is not right in Triton's interpreter
+def test_the_fused_kernel_is_the_models_norms_rope_cache_write_and_attention(dtype):
+    out = _interpreted(f"""
+        import torch
+        from tests.engine.fused_attention_check import mismatches
+
+        print(mismatches("cpu", torch.{dtype}))
+    """)
+    assert out.strip() == "[]", out
+
+
 def test_kv_lengths_is_one_past_the_last_key_any_row_may_see():
     import torch
 

@@ -146,3 +146,10 @@ def test_the_engine_keeps_its_default_path_after_warm_up(gpu_model16):
     engine.warm_up(said.append)
     assert engine.decode_path == GPU_DEFAULT, said
     assert not [m for m in said if "failed" in m]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_fused_decode_attention_is_the_models_norms_rope_cache_write_and_attention(dtype):
+    from .fused_attention_check import mismatches
+
+    assert mismatches("cuda", dtype) == []

@@ -26,7 +26,6 @@ path uses it in its steps (engine.fast_paths); fp32 models and every other path 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
@@ -100,10 +99,7 @@ __device__ __forceinline__ u16 glu(float gate, float up) {
 // (M <= 8 * NT); K % (32 * U * WARPS) == 0; rows of x and w 16-byte aligned.
 // GLU: w is [gate; up] (N = 2 I) and y [M, I] = silu(x @ gate^T) * (x @ up^T); a block takes 8
 // gate rows as the MMA's low 8 rows and the same 8 up rows as its high 8 (grid: I / 8 blocks).
-// PDL: launched as a programmatic dependent of the kernel before it (which wrote x), so it may
-// start before that kernel ends: it asks for its first weights (which nothing writes) into L2,
-// then waits for that kernel's results before it reads x, and lets the kernel after it start.
-template <int NT, int WARPS, int U, bool BF16, bool GLU, bool PDL>
+template <int NT, int WARPS, int U, bool BF16, bool GLU>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y,
        int M, int N, int K, int ldx, int ldy) {
@@ -114,17 +110,6 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
     const int begin = warp * chunk + q * 8;
     const uint4* lo = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g) * K + begin);
     const uint4* hi = reinterpret_cast<const uint4*>(w + (size_t)(row0 + g + (GLU ? N / 2 : 8)) * K + begin);
-    if constexpr (PDL) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            asm volatile("prefetch.global.L2 [%0];" :: "l"(lo + 4 * u));
-            asm volatile("prefetch.global.L2 [%0];" :: "l"(hi + 4 * u));
-        }
-        asm volatile("griddepcontrol.wait;" ::: "memory");
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-    }
     const uint4* xs[NT];
     bool live[NT];
 #pragma unroll
@@ -265,9 +250,8 @@ def _tiles(m: int) -> int:
     return 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
 
 
-def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool, glu: bool = False, pdl: bool = False) -> str:
-    flags = ", ".join("true" if flag else "false" for flag in (bf16, glu, pdl))
-    return f"skinny<{tiles}, {warps}, {unroll}, {flags}>"
+def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool, glu: bool = False) -> str:
+    return f"skinny<{tiles}, {warps}, {unroll}, {'true' if bf16 else 'false'}, {'true' if glu else 'false'}>"
 
 
 def fits(tiles: int, warps: int) -> bool:
@@ -345,65 +329,12 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
 
     out = n // 2 if glu else n
     y = torch.empty(m, out, device=x.device, dtype=x.dtype)
-    pdl = dependent_launch(x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    pointers, ints = (weight.data_ptr(), rows.data_ptr(), y.data_ptr()), (m, n, k, rows.stride(0), out)
-    with cupy.cuda.Device(x.device.index):
-        name = kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16, glu, pdl)
-        kernel = _function(name, x.device.index)
-        if pdl:
-            _launch_dependent(kernel.ptr, n // ROWS_PER_BLOCK, 32 * warps, stream, pointers, ints)
-        else:
-            with _stream(stream):
-                kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
-                       tuple(np.uint64(p) for p in pointers) + tuple(np.int32(i) for i in ints))
+    with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):
+        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16, glu), x.device.index)
+        kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
+               (np.uint64(weight.data_ptr()), np.uint64(rows.data_ptr()), np.uint64(y.data_ptr()),
+                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(out)))
     return y.view(*x.shape[:-1], out)
-
-
-# Programmatic dependent launch (compute capability 9.0 and newer): a projection's kernel starts
-# while the kernel before it finishes, its first weight reads under way (the PDL variant waits
-# for that kernel's output before it reads x). DICE_PDL=0 launches every kernel the plain way.
-PDL = os.environ.get("DICE_PDL", "1") != "0"
-_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID (cuda.h)
-
-
-@functools.cache
-def dependent_launch(device: torch.device) -> bool:
-    """Whether this device's projections are launched as programmatic dependents."""
-    return PDL and torch.cuda.get_device_capability(device) >= (9, 0) and _driver_launch() is not None
-
-
-class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
-
-
-class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
-    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("count", ctypes.c_uint)]
-
-
-@functools.cache
-def _driver_launch():
-    """The driver's cuLaunchKernelEx (CUDA 11.8 and newer), or None."""
-    try:
-        launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-    except (OSError, AttributeError):
-        return None
-    launch.restype = ctypes.c_int
-    launch.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
-    return launch
-
-
-def _launch_dependent(function: int, blocks: int, threads: int, stream: int, pointers: tuple, ints: tuple) -> None:
-    attribute = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION)
-    attribute.value = (1).to_bytes(4, "little")  # programmaticStreamSerializationAllowed
-    config = _LaunchConfig((ctypes.c_uint * 3)(blocks, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1), 0, stream,
-                           ctypes.pointer(attribute), 1)
-    values = [ctypes.c_uint64(p) for p in pointers] + [ctypes.c_int32(i) for i in ints]
-    params = (ctypes.c_void_p * len(values))(*(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values))
-    status = _driver_launch()(ctypes.byref(config), function, params, None)
-    if status:
-        raise RuntimeError(f"cuLaunchKernelEx of the skinny kernel failed (CUresult {status})")
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,8 +15,8 @@ from .conftest import random_model, tiny_sdar_config
 
 
 def instantiations() -> list[str]:
-    return [skinny.kernel_name(t, w, u, b, glu, pdl) for t in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16) for u in (1, 2, 4)
-            for b in (True, False) for glu in (False, True) for pdl in (False, True) if skinny.fits(t, w)]
+    return [skinny.kernel_name(t, w, u, b, glu) for t in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16) for u in (1, 2, 4)
+            for b in (True, False) for glu in (False, True) if skinny.fits(t, w)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

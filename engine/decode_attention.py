@@ -36,7 +36,6 @@ installed.
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import torch
@@ -44,11 +43,6 @@ import torch
 SPLIT = 128  # keys per program
 BLOCK_N = 64  # keys per tile within a program
 MIN_ROWS = 16  # tl.dot's least tile side: the query rows are padded to it
-# A shared prefix's programs take the query rows of every batch row at once: at most this many
-# (8 candidates of the DICE-1.7B shape's 2 x 8 rows), as one flash tile of 8 warps holds them.
-SHARED_MAX_ROWS = 128
-# DICE_SHARED_PREFIX=0 reads every batch row's copy of the prompt (to compare); read at import.
-SHARED_PREFIX = os.environ.get("DICE_SHARED_PREFIX", "1") != "0"
 
 
 def kv_lengths(mask: torch.Tensor) -> torch.Tensor:
@@ -83,11 +77,9 @@ class Window(NamedTuple):
 
 def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, kv_len: torch.Tensor,
             split: int = SPLIT, block_n: int = BLOCK_N, num_warps: int = 4, num_stages: int = 3,
-            window: Window | None = None, shared: torch.Tensor | None = None) -> torch.Tensor:
-    """The kernels; the tile sizes are arguments for benchmarks/decode_kernels.py. With a
-    `window`, q is the step's qkv projection [B, T, (H + 2 KV) D] and k, v the whole cache.
-    `shared` (int32 [1]): the cache's first shared[0] positions hold the same keys and values
-    in every batch row (the prompt, engine.model.KVCache.shared)."""
+            window: Window | None = None) -> torch.Tensor:
+    """The two kernels; the tile sizes are arguments for benchmarks/decode_kernels.py. With a
+    `window`, q is the step's qkv projection [B, T, (H + 2 KV) D] and k, v the whole cache."""
     import triton
 
     from engine.decode_attention_kernels import _combine, _partial
@@ -117,16 +109,14 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     # (transpose back, then merge the heads) is then a view, not a copy.
     out = torch.empty(b, t, heads, d, device=q.device, dtype=k.dtype).transpose(1, 2)
     mask3 = mask[:, 0].view(torch.uint8)  # bytes: Triton's loads of bool pointers vary by version
-    by_prefix = (SHARED_PREFIX and shared is not None and window is None and b > 1 and mask.shape[0] == 1
-                 and b * block_m <= SHARED_MAX_ROWS)
-    args = (q, k, v, mask3, kv_len, m, l_, acc, *q_strides, *k.stride(), *v.stride(), *mask3.stride(),
-            d ** -0.5, *extra, shared if by_prefix else kv_len)
-    constants = dict(KV_HEADS=kv_heads, GROUP=group, T=t, D=d, NSPLIT=nsplit, SPLIT_=split, BLOCK_M=block_m,
-                     BLOCK_N_=block_n, MASK_ROWS=mask.shape[0] != 1, IEEE=k.dtype == torch.float32,
-                     FUSED=window is not None, T_PAD=max(MIN_ROWS, triton.next_power_of_2(t)), num_stages=num_stages)
-    _partial[(b * kv_heads, nsplit)](*args, **constants, SHARED=1 if by_prefix else 0, ROWS=1, num_warps=num_warps)
-    if by_prefix:  # the prompt's splits: read once for all the batch rows
-        _partial[(kv_heads, nsplit)](*args, **constants, SHARED=2, ROWS=b, num_warps=8)
+    _partial[(b * kv_heads, nsplit)](
+        q, k, v, mask3, kv_len, m, l_, acc,
+        *q_strides, *k.stride(), *v.stride(), *mask3.stride(),
+        d ** -0.5, *extra,
+        KV_HEADS=kv_heads, GROUP=group, T=t, D=d, NSPLIT=nsplit, SPLIT_=split, BLOCK_M=block_m, BLOCK_N_=block_n,
+        MASK_ROWS=mask.shape[0] != 1, IEEE=k.dtype == torch.float32, FUSED=window is not None,
+        T_PAD=max(MIN_ROWS, triton.next_power_of_2(t)), num_warps=num_warps, num_stages=num_stages,
+    )
     _combine[(b * kv_heads, group * t)](
         m, l_, acc, out, *out.stride(),
         KV_HEADS=kv_heads, GROUP=group, T=t, D=d, NSPLIT=nsplit, BLOCK_M=block_m,
@@ -137,16 +127,15 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
 
 @torch.library.custom_op("dice::decode_attention", mutates_args=())
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     kv_len: torch.Tensor, shared: torch.Tensor | None = None) -> torch.Tensor:
+                     kv_len: torch.Tensor) -> torch.Tensor:
     """Attention of q [B, H, T, D] over k, v [B, KV, S, D] (H a multiple of KV; query head h
     reads key/value head h // (H / KV), as Qwen3 does) under the bool mask [B|1, 1, T, S],
-    with kv_len = kv_lengths(mask); [B, H, T, D] in q's dtype. `shared` (int32 [1]): the
-    first shared[0] positions of k and v are the same in every batch row, and are read once."""
-    return _launch(q, k, v, mask, kv_len, shared=shared)
+    with kv_len = kv_lengths(mask); [B, H, T, D] in q's dtype."""
+    return _launch(q, k, v, mask, kv_len)
 
 
 @decode_attention.register_fake
-def _(q, k, v, mask, kv_len, shared=None):
+def _(q, k, v, mask, kv_len):
     b, heads, t, d = q.shape
     return q.new_empty(b, t, heads, d).transpose(1, 2)
 

@@ -30,29 +30,18 @@ def _norm_rope(X, rows, ok, d, W, Cos, Sin, cos_rows, eps, sxd, scd, D: tl.const
 def _partial(Q, K, V, Mask, KVLen, Mo, Lo, Acc,
              sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, smb, smt, sms,
              scale,
-             QW, KW, Cos, Sin, Pos, scb, sct, scd, eps, Shared,
+             QW, KW, Cos, Sin, Pos, scb, sct, scd, eps,
              KV_HEADS: tl.constexpr, GROUP: tl.constexpr, T: tl.constexpr, D: tl.constexpr,
              NSPLIT: tl.constexpr, SPLIT_: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N_: tl.constexpr,
-             MASK_ROWS: tl.constexpr, IEEE: tl.constexpr, FUSED: tl.constexpr, T_PAD: tl.constexpr,
-             SHARED: tl.constexpr, ROWS: tl.constexpr):
-    # SHARED 0: every split of its own batch row. 1: its own row's splits past the shared prefix
-    # (the cache's first Shared[0] positions, the same in every row). 2: one program per (key/
-    # value head, split of the prefix) for the queries of all ROWS batch rows, reading row 0's
-    # keys and values once for them all.
-    pid = tl.program_id(0)
+             MASK_ROWS: tl.constexpr, IEEE: tl.constexpr, FUSED: tl.constexpr, T_PAD: tl.constexpr):
+    pid_bh = tl.program_id(0)
     pid_s = tl.program_id(1)
-    if SHARED == 2:
-        b0 = 0
-        kvh = pid
-    else:
-        b0 = pid // KV_HEADS
-        kvh = pid % KV_HEADS
-    rows = tl.arange(0, ROWS * BLOCK_M)  # row r: batch row b0 + r // BLOCK_M, then within it
-    r = rows % BLOCK_M  # query head kvh * GROUP + r // T, token r % T
-    b = b0 + rows // BLOCK_M
-    row_ok = r < GROUP * T
-    head = kvh * GROUP + r // T
-    t = r % T
+    b = pid_bh // KV_HEADS
+    kvh = pid_bh % KV_HEADS
+    rows = tl.arange(0, BLOCK_M)  # row r: query head kvh * GROUP + r // T, token r % T
+    row_ok = rows < GROUP * T
+    head = kvh * GROUP + rows // T
+    t = rows % T
     d = tl.arange(0, D)
     q_rows = b * sqb + head * sqh + t * sqt
     lo = pid_s * SPLIT_
@@ -75,30 +64,24 @@ def _partial(Q, K, V, Mask, KVLen, Mo, Lo, Acc,
         fresh_k = tl.zeros([T_PAD, D], K.dtype.element_ty)
         fresh_v = tl.zeros([T_PAD, D], V.dtype.element_ty)
         if touches:
-            fresh_rows = b0 * sqb + j * sqt
-            fresh_k = _norm_rope(Q, fresh_rows + (heads + kvh) * D * sqd, j_ok, d, KW, Cos, Sin, b0 * scb + j * sct,
+            fresh_rows = b * sqb + j * sqt
+            fresh_k = _norm_rope(Q, fresh_rows + (heads + kvh) * D * sqd, j_ok, d, KW, Cos, Sin, b * scb + j * sct,
                                  eps, sqd, scd, D).to(K.dtype.element_ty)
             fresh_v = tl.load(Q + fresh_rows[:, None] + ((heads + KV_HEADS + kvh) * D + d[None, :]) * sqd,
                               mask=j_ok[:, None], other=0.0).to(V.dtype.element_ty)
     else:
         q = tl.load(Q + q_rows[:, None] + d[None, :] * sqd, mask=row_ok[:, None], other=0.0)
-    mb = b0 if MASK_ROWS else 0
+    mb = b if MASK_ROWS else 0
     kv_len = tl.load(KVLen + mb)
     hi = tl.minimum(lo + SPLIT_, kv_len)
-    mine_rows = r < BLOCK_M  # the rows this program writes: all, unless its split is another's
-    if SHARED != 0:
-        in_prefix = pid_s < tl.load(Shared) // SPLIT_
-        keep = in_prefix if SHARED == 2 else (in_prefix == 0)
-        hi = tl.where(keep, hi, lo)
-        mine_rows = r < tl.where(keep, BLOCK_M, 0)
-    m_i = tl.full([ROWS * BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([ROWS * BLOCK_M], tl.float32)
-    acc = tl.zeros([ROWS * BLOCK_M, D], tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
     for start in range(lo, hi, BLOCK_N_):
         n = start + tl.arange(0, BLOCK_N_)
         n_ok = n < hi
-        k = tl.load(K + b0 * skb + kvh * skh + n[:, None] * sks + d[None, :] * skd, mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + b0 * svb + kvh * svh + n[:, None] * svs + d[None, :] * svd, mask=n_ok[:, None], other=0.0)
+        k = tl.load(K + b * skb + kvh * skh + n[:, None] * sks + d[None, :] * skd, mask=n_ok[:, None], other=0.0)
+        v = tl.load(V + b * svb + kvh * svh + n[:, None] * svs + d[None, :] * svd, mask=n_ok[:, None], other=0.0)
         if FUSED:
             if (first < start + BLOCK_N_) & (last >= start):
                 # Key n is window row j where n == Pos[j]: a one-hot product picks that row
@@ -131,15 +114,15 @@ def _partial(Q, K, V, Mask, KVLen, Mo, Lo, Acc,
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
-    at = ((b * KV_HEADS + kvh) * NSPLIT + pid_s) * BLOCK_M + r
-    tl.store(Mo + at, m_i, mask=mine_rows)
-    tl.store(Lo + at, l_i, mask=mine_rows)
-    tl.store(Acc + at[:, None] * D + d[None, :], acc, mask=mine_rows[:, None])
+    at = (pid_bh * NSPLIT + pid_s) * BLOCK_M + rows
+    tl.store(Mo + at, m_i)
+    tl.store(Lo + at, l_i)
+    tl.store(Acc + at[:, None] * D + d[None, :], acc)
     if FUSED:
         if touches:
             mine = j_ok & (pos >= lo) & (pos < lo + SPLIT_)
-            tl.store(K + b0 * skb + kvh * skh + pos[:, None] * sks + d[None, :] * skd, fresh_k, mask=mine[:, None])
-            tl.store(V + b0 * svb + kvh * svh + pos[:, None] * svs + d[None, :] * svd, fresh_v, mask=mine[:, None])
+            tl.store(K + b * skb + kvh * skh + pos[:, None] * sks + d[None, :] * skd, fresh_k, mask=mine[:, None])
+            tl.store(V + b * svb + kvh * svh + pos[:, None] * svs + d[None, :] * svd, fresh_v, mask=mine[:, None])
 
 
 @triton.jit

@@ -129,9 +129,7 @@ class CachedForward:
         if length == 0:
             return
         self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.rows(1), eager=True)
-        # Decoding rewrites the block before the first one it decodes (a window holds two blocks),
-        # so the rows' copies agree, and stay unwritten, up to the start of that block.
-        self.cache.copy_first_row(length, shared=max(0, (length // self.block_size - 1) * self.block_size))
+        self.cache.copy_first_row(length)
 
     def block_logits(self, x, start, end, commit_previous):
         first = start - self.block_size if commit_previous else start

@@ -174,20 +174,10 @@ class RMSNorm(nn.Module):
 @dataclass
 class KVCache:
     """A static, preallocated key/value cache: one [B, kv_heads, max_len, head_dim] pair per
-    layer. Writes go to explicit positions, so its shapes never change (CUDA-graph safe).
-
-    `shared` (int32 [1], on the cache's device): the first shared[0] positions hold the same keys
-    and values in every row and no later call writes them (the prompt's blocks before the first
-    one decoding rewrites; engine.fast_paths sets it), so the decode kernel reads them once for
-    all rows. 0 unless set."""
+    layer. Writes go to explicit positions, so its shapes never change (CUDA-graph safe)."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
-    shared: torch.Tensor | None = None
-
-    def __post_init__(self):
-        if self.shared is None:
-            self.shared = torch.zeros(1, dtype=torch.int32, device=self.keys[0].device if self.keys else "cpu")
 
     @classmethod
     def allocate(cls, config: SDARConfig, batch: int, max_len: int, device, dtype: torch.dtype) -> "KVCache":
@@ -212,14 +202,12 @@ class KVCache:
         (engine.fast_paths) runs some steps over the rows in use only."""
         if n == self.batch:
             return self
-        return KVCache([k[:n] for k in self.keys], [v[:n] for v in self.values], self.shared)
+        return KVCache([k[:n] for k in self.keys], [v[:n] for v in self.values])
 
-    def copy_first_row(self, length: int, shared: int = 0) -> None:
-        """Give every row the first row's first `length` positions (the shared prompt), and
-        declare the first `shared` of them never written again (`shared` above)."""
+    def copy_first_row(self, length: int) -> None:
+        """Give every row the first row's first `length` positions (the shared prompt)."""
         for tensor in (*self.keys, *self.values):
             tensor[1:, :, :length] = tensor[:1, :, :length]
-        self.shared.fill_(min(shared, length))
 
 
 def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -316,11 +304,10 @@ DECODE_MAX_ROWS = 128
 
 class DecodeMask(NamedTuple):
     """The mask of a step through the decode kernel, with its key lengths (computed once for
-    all layers; engine.decode_attention.kv_lengths) and the cache's shared prefix (KVCache.shared)."""
+    all layers; engine.decode_attention.kv_lengths)."""
 
     mask: torch.Tensor
     kv_len: torch.Tensor
-    shared: torch.Tensor | None = None
 
     @property
     def shape(self) -> torch.Size:
@@ -334,7 +321,7 @@ def decode_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
         return grouped_attention(q, k, v, mask.mask)
     from engine.decode_attention import decode_attention
 
-    return decode_attention(q, k, v, mask.mask, mask.kv_len, mask.shared)
+    return decode_attention(q, k, v, mask.mask, mask.kv_len)
 
 
 def flex_supported(config: "SDARConfig") -> bool:
@@ -493,7 +480,7 @@ class SDARForCausalLM(nn.Module):
         elif attention == "decode" and isinstance(attn_mask, torch.Tensor):
             from engine.decode_attention import kv_lengths
 
-            attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask), cache.shared if cache is not None else None)
+            attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask))
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
         for i, layer in enumerate(self.model.layers):

@@ -85,39 +85,6 @@ def test_the_fused_kernel_is_the_models_norms_rope_cache_write_and_attention(dty
     assert out.strip() == "[]", out
 
 
-
-@needs_triton
-def test_a_shared_prefix_is_read_once_from_the_first_row():
-    """With KVCache.shared, the prefix's splits are read from row 0 for every batch row (the rows'
-    copies are equal there by contract): where they are equal the result is SDPA's; where a
-    test makes them differ, every row sees row 0's prefix, which shows those programs ran."""
-    out = _interpreted("""
-        import torch
-        from engine.decode_attention import SPLIT, decode_attention, kv_lengths
-        from engine.model import block_causal_mask, grouped_attention
-
-        torch.manual_seed(0)
-        for b, h, kv, t, d, s, first, shared in [(4, 4, 2, 8, 16, 700, 600, 300), (8, 4, 2, 8, 16, 400, 388, 384),
-                                                  (2, 2, 2, 4, 16, 300, 200, 0)]:
-            q = torch.randn(b, t, h, d).transpose(1, 2)
-            k, v = torch.randn(b, kv, s, d), torch.randn(b, kv, s, d)
-            k[:, :, :shared], v[:, :, :shared] = k[:1, :, :shared], v[:1, :, :shared]
-            mask = block_causal_mask(torch.arange(first, first + t), torch.arange(s), 4)
-            count = torch.tensor([shared], dtype=torch.int32)
-            got = decode_attention(q, k, v, mask, kv_lengths(mask), count)
-            equal = float((got - grouped_attention(q, k, v, mask)).abs().max())
-            read = shared // SPLIT * SPLIT  # whole splits of the prefix
-            k2, v2 = k.clone(), v.clone()
-            k2[1:, :, :read] += 1.0  # other rows' copies differ: the kernel must not read them
-            v2[1:, :, :read] -= 1.0
-            got2 = decode_attention(q, k2, v2, mask, kv_lengths(mask), count)
-            row0 = float((got2 - grouped_attention(q, k, v, mask)).abs().max())
-            print(equal < 1e-5, row0 < 1e-5, read > 0 or shared == 0)
-    """)
-    rows = [line.split() for line in out.strip().splitlines()]
-    assert rows == [["True"] * 3] * 3, out
-
-
 def test_kv_lengths_is_one_past_the_last_key_any_row_may_see():
     import torch
 

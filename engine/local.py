@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -17,8 +18,10 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import (LINE_ENDS, cut_to_span, declaration_types, declared_names, fits_span, inside_one_line,
-                          needed_names, redeclared, scope_of, starts_statement, unknown_names)
+from engine.scope import (LINE_ENDS, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
+                          initialized_declaration, inside_one_line, needed_names, redeclared, renamed_declaration,
+                          scope_of, starts_statement, type_family, uninitialized_declaration, unknown_names,
+                          usage_type, without_type)
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -32,6 +35,9 @@ FIM_OVERSAMPLE = 2
 # DECLARE_TYPES types; such a continuation is a short expression.
 DECLARE_OVERSAMPLE = 2
 DECLARE_TYPES = 2
+# The share of those rows started with the type the code after uses the name as
+# (engine.scope.usage_type); the other type's rows are for a name whose uses misled it.
+USED_AS_SHARE = 0.75
 DECLARE_MAX_TOKENS = 32
 # A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
 # and a line of code is rarely longer than this: a candidate that runs on past its line stops here
@@ -100,23 +106,43 @@ class LocalEngine(EngineBase):
     def declaring_fills(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
                         should_cancel: CancelFn) -> list[Candidate]:
         """More candidates for a selection that must declare a name the code after it uses
-        (engine.scope.needed_names) when fewer than n distinct drawn ones do: each starts with
-        `TYPE NAME =` (declaration_types: the drawn candidates' types first), the model writes
-        the rest, and the statement gets its `;` if the model stopped before it."""
+        (engine.scope.needed_names) when fewer than n distinct drawn ones declare it with a type
+        of the family the code after uses it as (engine.scope.usage_type): each starts with
+        `TYPE NAME =` (declaration_types: the type it is used as, then the drawn candidates'
+        types), the model writes the rest, and the statement gets its `;` if the model stopped
+        before it. Written without the model, first: `TYPE a, b;` where the code after assigns
+        the names before it reads them (engine.scope.uninitialized_declaration), `TYPE x = 0;`
+        where it updates the name from itself (`x += v;`: engine.scope.initialized_declaration);
+        and each drawn declaration of a name the file never mentions, renamed to declare the
+        needed one (engine.scope.renamed_declaration)."""
         prefix, suffix = request.prefix, request.suffix
         needed = needed_names(prefix, suffix)
         if not needed or not starts_statement(prefix):
             return []
+        families = used_families(needed, prefix, suffix)
+        uninitialized = uninitialized_declaration(needed, prefix, suffix)
+        found = [Candidate(uninitialized, 0, 0, 0.0, "eos", uninitialized)] if uninitialized else []
+        if len(needed) == 1:
+            initialized = initialized_declaration(needed[0], prefix, suffix)
+            if initialized:
+                found.append(Candidate(initialized, 0, 0, 0.0, "eos", initialized))
+            for c in drawn:
+                renamed = renamed_declaration(c.text, needed[0], prefix, suffix)
+                if renamed:
+                    found.append(replace(c, text=renamed))
         declaring = {normalized(c.text) for c in drawn
-                     if set(needed) <= declared_names(c.text) and fits_span(c.text, prefix, suffix)}
+                     if set(needed) <= declared_names(c.text) and fits_span(c.text, prefix, suffix)
+                     and not mistyped(c.text, families)}
         if len(declaring) >= request.n:
-            return []
-        types = declaration_types([c.text for c in drawn], prefix, DECLARE_TYPES)
+            return found
+        used_as = usage_type(needed[0], prefix, suffix)
+        types = declaration_types([c.text for c in drawn], prefix, DECLARE_TYPES, used_as=used_as)
         rows = request.n * DECLARE_OVERSAMPLE
-        found = []
-        for k, kind in enumerate(types):
+        counts = [max(1, round(rows * USED_AS_SHARE)) if len(types) > 1 else rows] if used_as else []
+        left, others = rows - sum(counts), len(types) - len(counts)
+        counts += [left // others + (k < left % others) for k in range(others)]
+        for k, (kind, count) in enumerate(zip(types, counts)):
             head = f"{kind}{needed[0]} ="
-            count = rows // len(types) + (k < rows % len(types))
             seed = None if request.sampling.seed is None else request.sampling.seed + k + 1
             started = replace(request, prefix=prefix + head, n=count, sampling=replace(request.sampling, seed=seed),
                               max_tokens=min(request.max_tokens, DECLARE_MAX_TOKENS))
@@ -125,7 +151,7 @@ class LocalEngine(EngineBase):
                 if not rest or rest.startswith(("=", ";")):
                     continue
                 text = f"{head} {rest}"
-                if rest[-1].isalnum() or rest[-1] in "_)]'\"":   # a whole expression, not `i * n +`
+                if rest[-1].isalnum() or rest[-1] in "_)]'\"" or re.search(r"\d\.$", rest):   # not `i * n +`
                     text += ";"
                 found.append(replace(c, text=cut_to_span(text, prefix, suffix)))
         return found
@@ -182,19 +208,53 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
     """Candidates reordered (stably): distinct ones first (whitespace aside); among them those
     in the shape of the selection, then those that can compile: names all in scope, the names
     the code after the selection needs declared, no name of the block declared again
-    (engine.scope); then those the model drew more often (the samples' agreement: the
-    commonest answer is the likeliest)."""
+    (engine.scope); then those that declare the needed names with a type of the family the
+    code after uses them as (engine.scope.usage_type: `bool` for a flag, not `int64_t`); then
+    those that are no type twin of one ranked before them (engine.scope.without_type: the
+    slots go to different statements, not to `int i = e;`, `unsigned int i = e;` and
+    `int i=e;`); then those that declare the needed names with the very type (const aside)
+    the code after uses them as (`int` in a file of `int` values, not `unsigned int`); then
+    those the model drew more often (the samples' agreement: the commonest answer is the
+    likeliest)."""
     scope = scope_of(prefix, suffix)
     needed = set(needed_names(prefix, suffix))
+    families = used_families(needed, prefix, suffix)
+    kinds = {name: bare_type(kind) for name in needed if (kind := usage_type(name, prefix, suffix))}
     seen: set[str] = set()
     drawn = Counter(normalized(c.text) for c in candidates)
 
-    def key(c: Candidate) -> tuple[bool, bool, bool, int]:
+    def key(c: Candidate) -> tuple[bool, bool, bool, bool, bool, int]:
         text = normalized(c.text)
         repeat = text in seen
         seen.add(text)
         cannot = bool(unknown_names(c.text, scope) or needed - declared_names(c.text) or redeclared(c.text, prefix, suffix))
-        return repeat, not fits_span(c.text, prefix, suffix), cannot, -drawn[text]
+        declares = declared_types(c.text)
+        other = any(name in declares and bare_type(declares[name]) != kind for name, kind in kinds.items())
+        return repeat, not fits_span(c.text, prefix, suffix), cannot, mistyped(c.text, families), other, -drawn[text]
 
-    keys = [key(c) for c in candidates]
-    return [c for _, c in sorted(zip(keys, candidates), key=lambda pair: pair[0])]
+    ranked = sorted(zip([key(c) for c in candidates], candidates), key=lambda pair: pair[0])
+    cores: set[tuple] = set()
+    keyed = []
+    for k, c in ranked:
+        core = (k[:4], without_type(c.text))
+        keyed.append((k[:4] + (core in cores,) + k[4:], c))
+        cores.add(core)
+    return [c for _, c in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def used_families(names, prefix: str, suffix: str) -> dict[str, str]:
+    """The type family (engine.scope.type_family) each needed name is used as after the
+    selection (engine.scope.usage_type), for those whose uses say."""
+    return {name: type_family(kind) for name in names if (kind := usage_type(name, prefix, suffix))}
+
+
+def mistyped(fill: str, families: dict[str, str]) -> bool:
+    """`fill` declares one of the names with a type of another family than it is used as
+    (`int64_t flag = 0;` for a name the code after sets to `true`)."""
+    declares = declared_types(fill)
+    return any(name in declares and type_family(declares[name]) != family for name, family in families.items())
+
+
+def bare_type(kind: str) -> str:
+    """`kind` without const or volatile, its words one space apart."""
+    return " ".join(w for w in kind.replace("*", " * ").split() if w not in ("const", "volatile"))

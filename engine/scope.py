@@ -13,6 +13,12 @@ line are both there: the README's `--range 12:9-12:32`), ending as a line of cod
 ranking, a candidate that runs on past the selection is cut where it ends (`cut_to_span`):
 after its first whole line for a one-line selection, before a line that repeats the suffix's
 first line for any selection.
+
+A selection whose suffix reads a name nothing declares (`needed_names`) held its declaration.
+`usage_type` says what type the suffix uses that name as (an index: an integer; set to `true`:
+a bool; an argument of `expf`: a float), for declarations to start with and to rank by; some
+declarations are written without the model (`uninitialized_declaration`,
+`initialized_declaration`) or from a drawn one of an invented name (`renamed_declaration`).
 """
 
 from __future__ import annotations
@@ -273,10 +279,12 @@ def starts_statement(prefix: str) -> bool:
 STORAGE = re.compile(r"\b(?:__shared__|__constant__|static|extern|typedef|constexpr|struct)\b")
 
 
-def declaration_types(fills: list[str], prefix: str, count: int = 2) -> list[str]:
-    """Types to declare a needed name with (`const int `, `float *`): those the fills declare
-    with, the commonest first, then those of the values declared before the selection, the
-    nearest first, then `int `; without storage classes, which take no initializer."""
+def declaration_types(fills: list[str], prefix: str, count: int = 2, used_as: str | None = None) -> list[str]:
+    """Types to declare a needed name with (`const int `, `float *`): `used_as` (the type the
+    code after the selection uses the name as, usage_type) first when given; then those the
+    fills declare with, the commonest first, then those of the values declared before the
+    selection, the nearest first, then `int `; without storage classes, which take no
+    initializer."""
     def types_in(code: str) -> list[str]:
         code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", code))
         found = []
@@ -291,5 +299,292 @@ def declaration_types(fills: list[str], prefix: str, count: int = 2) -> list[str
     from_fills = Counter(t for fill in fills for t in types_in(fill))
     # A pointer before the selection is mostly a parameter: an array, not a value to compute.
     nearby = [t for t in types_in(prefix)[::-1] if not t.endswith(("*", "&"))]
-    ranked = [t for t, _ in from_fills.most_common()] + nearby + ["int "]
+    ranked = ([used_as] if used_as else []) + [t for t, _ in from_fills.most_common()] + nearby + ["int "]
     return list(dict.fromkeys(ranked))[:count]
+
+
+# Type families, for the type a needed name is used as (usage_type).
+INTEGER_TYPES = frozenset("""int unsigned signed long short char size_t ptrdiff_t int8_t int16_t int32_t int64_t
+uint8_t uint16_t uint32_t uint64_t uint index_t""".split())
+FLOAT_TYPES = frozenset("float double half __half __nv_bfloat16".split())
+# Functions whose arguments are floating-point values.
+FLOAT_FUNCTIONS = frozenset("""sqrt sqrtf rsqrt rsqrtf exp expf exp2f expm1f log logf log2f log1pf log10f pow powf
+sin sinf cos cosf tan tanf tanh tanhf erf erff fabs fabsf fmax fmaxf fmin fminf fma fmaf floor floorf ceil
+ceilf round roundf trunc truncf fmod fmodf __expf __logf __powf __fdividef __saturatef __float2half
+__float2int_rn""".split())
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.\d*|\.\d+|\d+(?=[eE][-+]?\d))(?:[eE][-+]?\d+)?[fF]?(?![\w.])")
+INTEGER_LITERAL = re.compile(r"(?<![\w.])(?:0[xX][0-9a-fA-F]+|\d+)[uUlL]*(?![\w.])")
+
+
+def type_family(kind: str) -> str:
+    """`bool`, `int` (any integer type), `float` (any floating-point type), or the type itself
+    (`scalar_t`, `float4`): qualifiers and a pointer's star aside (`const int64_t ` is `int`)."""
+    words = [w for w in re.findall(r"[A-Za-z_]\w*", kind) if w not in ("const", "volatile", "register", "static")]
+    if not words:
+        return ""
+    if words == ["bool"]:
+        return "bool"
+    if all(w in INTEGER_TYPES for w in words):
+        return "int"
+    if len(words) == 1 and words[0] in FLOAT_TYPES:
+        return "float"
+    return " ".join(words)
+
+
+def declared_types(code: str) -> dict[str, str]:
+    """The type each name `code` declares is declared with (qualifiers and a star kept:
+    `const int `, `float *`); the further declarators of `int a, b;` are not included."""
+    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", code))
+    found = {}
+    for m in DECLARED.finditer(code):
+        if m.group("type") not in NOT_TYPES and _pointer_spacing(m.group("sep")):
+            found.setdefault(m.group("name"), " ".join(code[m.start():m.start("name")].split()))
+    return found
+
+
+def _value_types(code: str) -> dict[str, tuple[str, bool]]:
+    """Each declared name's type (without qualifiers) and whether it holds several values
+    (a pointer or an array, whose element `name[i]` has that type)."""
+    types = {}
+    for m in DECLARED.finditer(code):
+        if m.group("type") in NOT_TYPES or not _pointer_spacing(m.group("sep")):
+            continue
+        types[m.group("name")] = (" ".join(m.group("type").split()), "*" in m.group("sep") or m.group("end") == "[")
+    return types
+
+
+def _enclosing(code: str, at: int) -> tuple[str, int]:
+    """The innermost bracket open at `at` (`(` or `[`, `` at statement level) and where it is;
+    a `;`, `{` or `}` first ends the search."""
+    depth = 0
+    for i in range(at - 1, -1, -1):
+        ch = code[i]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            if depth == 0:
+                return ch, i
+            depth -= 1
+        elif ch in ";{}":
+            return "", i
+    return "", -1
+
+
+def _statement(code: str, at: int) -> tuple[int, int]:
+    """The bounds of the statement (or `for`/`if` head) around `at`."""
+    start = max(code.rfind(ch, 0, at) for ch in ";{}") + 1
+    ends = [i for i in (code.find(ch, at) for ch in ";{}") if i >= 0]
+    return start, min(ends) if ends else len(code)
+
+
+def usage_type(name: str, prefix: str, suffix: str) -> str | None:
+    """The type `name` (needed by the code after a selection, engine.scope.needed_names) is
+    used as there, for a declaration to start with (`float `, `int64_t `, `bool `), or None
+    where its uses say nothing. Each use votes for a type family (type_family): as an index
+    (`a[name]`) or an operand of `%`, `<<`, `>>`, `&`, `|`, `^`: an integer; assigned `true` or
+    `false`, negated (`!name`) or an operand of `&&`/`||`: a bool; an argument of a float math
+    function (`expf(name)`): a float; otherwise the values beside it at its bracket level: the
+    typed names (an array's element `p[i]` by its element type), floating-point literals, and
+    the type the statement declares or assigns to. The integer or float type is the one the
+    votes named most, else the one the surrounding code declares most (`int64_t` in a file of
+    `int64_t` indices), else `int ` or `float `."""
+    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    around = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix)) + "\n" + code
+    types = _value_types(around)
+    families: Counter = Counter()
+    concrete: Counter = Counter()
+
+    def vote(kind: str, weight: float) -> None:
+        family = type_family(kind)
+        if family:
+            families[family] += weight
+            if family in ("int", "float"):
+                concrete[" ".join(w for w in kind.split() if w not in ("const", "volatile"))] += weight
+
+    def value_type(text: str) -> str | None:
+        """The type of a value written `x` or `x[...]`, if `x` is declared."""
+        m = re.fullmatch(r"\s*\(?\s*([A-Za-z_]\w*)\s*(\[.*\])?\s*\)?\s*", text, re.DOTALL)
+        if not m or m.group(1) not in types:
+            return None
+        kind, several = types[m.group(1)]
+        return kind if bool(m.group(2)) == several else None
+
+    for m in re.finditer(r"(?<![\w.>:])%s(?!\w)" % re.escape(name), code):
+        before, after = code[:m.start()].rstrip(), code[m.end():].lstrip()
+        if re.match(r"=\s*(?:true|false)\b", after) or re.search(r"(?:!|&&|\|\|)$", before) \
+                or after.startswith(("&&", "||")):
+            vote("bool", 5)
+            continue
+        bracket, at = _enclosing(code, m.start())
+        if bracket == "[":
+            vote("int", 3)
+            continue
+        if re.search(r"(?:[%^|]|<<|>>|[^&]&)$", before) or re.match(r"(?:[%^|]|<<|>>|&(?!&))", after):
+            vote("int", 3)
+            continue
+        if bracket == "(":
+            call = re.search(r"([A-Za-z_]\w*)\s*$", code[:at])
+            if call and call.group(1) in FLOAT_FUNCTIONS:
+                vote("float", 3)
+                continue
+        # The values beside the name at its level: up to the enclosing bracket's `,` or end.
+        start, end = _statement(code, m.start())
+        if bracket == "(":
+            start = at + 1
+            depth, end = 0, at + 1
+            while end < len(code) and not (depth == 0 and code[end] in ",)"):
+                depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(code[end], 0)
+                end += 1
+        text = code[start:end]
+        declared = re.match(r"\s*(?:(?:const|unsigned|signed|long|short)\s+)*([A-Za-z_]\w*)\s+[A-Za-z_]\w*\s*=",
+                            text)
+        if declared and declared.group(1) not in NOT_TYPES:
+            whole = " ".join(text[:declared.end(1)].split())
+            vote(whole, 2)
+            text = text[text.index("=", declared.end(1)) + 1:]
+        assigned = re.match(r"\s*([A-Za-z_]\w*\s*(?:\[[^;=]*\])?)\s*[-+*/]?=(?!=)", text)
+        if assigned and not declared:
+            kind = value_type(assigned.group(1))
+            if kind:
+                vote(kind, 2)
+            text = text[assigned.end():]
+        # Operands at the name's level: split on operators outside brackets.
+        depth, piece, pieces = 0, "", []
+        for ch in text:
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                depth -= 1
+            if depth == 0 and ch in "+-*/<>=!?:,":
+                pieces.append(piece)
+                piece = ""
+            else:
+                piece += ch
+        pieces.append(piece)
+        for p in pieces:
+            if re.fullmatch(r"\s*%s\s*" % re.escape(name), p):
+                continue
+            kind = value_type(p)
+            if kind:
+                vote(kind, 1)
+            elif FLOAT_LITERAL.fullmatch(p.strip()):
+                vote("float", 1)
+            elif INTEGER_LITERAL.fullmatch(p.strip()):
+                vote("int", 0.5)
+    if not families:
+        return None
+    family = families.most_common(1)[0][0]
+    if family not in ("int", "float"):
+        return family + " "
+    named = [k for k, _ in concrete.most_common() if type_family(k) == family and k != family]
+    if named and concrete[named[0]] >= concrete[family]:
+        return named[0] + " "
+    declared = Counter(kind for kind, several in types.values() if not several and type_family(kind) == family)
+    return (declared.most_common(1)[0][0] if declared else family) + " "
+
+
+def uninitialized_declaration(names: list[str], prefix: str, suffix: str) -> str | None:
+    """`TYPE a, b;` for needed names (needed_names) that the code after the selection assigns
+    before it reads any (`int64_t row_start, row_end;` before a loop that starts with
+    `row_start = ..., row_end = ...;`): in the order the code after first uses them, with the
+    type the first one is used as (usage_type). None when a name's first use is not a plain
+    assignment that does not read it (`acc = acc + x;`), or when the name is used after the
+    block of that assignment ends (an `if` or a loop may have skipped it), or when its type
+    says nothing."""
+    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    first = {}
+    for name in names:
+        pattern = re.compile(r"(?<![\w.>:])%s(?!\w)" % re.escape(name))
+        m = pattern.search(code)
+        if not m or not re.match(r"\s*=(?!=)", code[m.end():]):
+            return None
+        end = min((i for i in (code.find(";", m.end()), code.find(",", m.end())) if i >= 0), default=len(code))
+        if pattern.search(code, m.end(), end):
+            return None
+        depth = 0
+        for i in range(end, len(code)):
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            if depth < 0:
+                if pattern.search(code, i):
+                    return None
+                break
+        first[name] = m.start()
+    ordered = sorted(names, key=first.get)
+    kind = usage_type(ordered[0], prefix, suffix) if ordered else None
+    return f"{kind}{', '.join(ordered)};" if kind else None
+
+
+def renamed_declaration(fill: str, name: str, prefix: str, suffix: str) -> str | None:
+    """`fill` declaring `name` instead of the one name it declares, where that is a name the
+    code around the selection never mentions (`int index = blockDim.x * blockIdx.x + threadIdx.x;`
+    for a selection whose suffix reads `xIndex` and no `index`: the small model often knows the
+    expression but not the file's name for it); None for any other fill: not one `T x = ...;`
+    statement, a name the code around uses, or one the fill's expression reads."""
+    code = COMMENT_OR_STRING.sub(" ", fill)
+    m = DECLARED.match(code)
+    if not m or m.group("end") != "=" or m.group("type") in NOT_TYPES or not _pointer_spacing(m.group("sep")) \
+            or STORAGE.search(code[:m.start("name")]):
+        return None
+    old = m.group("name")
+    rest = code[m.end():].strip()
+    if old == name or old in scope_of(prefix, suffix) or not rest.endswith(";") or rest.count(";") > 1 \
+            or re.search(r"(?<![\w.>:])%s(?!\w)" % re.escape(old), rest) or _declarators(code, m.end("name")) \
+            or not balanced(rest):
+        return None
+    return fill[:m.start("name")] + name + fill[m.end("name"):]
+
+
+def without_type(fill: str) -> str:
+    """`fill` without the type its first statement declares a name with, and without
+    whitespace (`i=threadIdx.x;` for `const unsigned int i = threadIdx.x;` and for
+    `int i = threadIdx.x ;`): candidates that differ only there are type twins."""
+    code = " ".join(fill.split())
+    m = DECLARED.match(code)
+    if m and m.group("type") not in NOT_TYPES and _pointer_spacing(m.group("sep")):
+        code = code[m.start("name"):]
+    return "".join(code.split())
+
+
+def initialized_declaration(name: str, prefix: str, suffix: str) -> str | None:
+    """`TYPE name = VALUE;` for a needed name (needed_names) that the code after the selection
+    keeps updating from itself, started at the identity of its update: `float sum = 0.0f;`
+    before `sum += p;`, `int step = 1;` before `step = step * 2;`, `bool found = false;`
+    before `found = true;` (a flag starts as what it is set against). The type is the one
+    the name is used as (usage_type); a float is written as the code around writes its
+    literals (`0.0f` or `0.0`). None for a name with no such update (`m = fmaxf(m, v);` has
+    no identity to start from) or of no known integer, float or bool type."""
+    kind = usage_type(name, prefix, suffix)
+    family = type_family(kind) if kind else ""
+    if family not in ("int", "float", "bool"):
+        return None
+    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    word = r"(?<![\w.>:])%s(?!\w)" % re.escape(name)
+    value = None
+    if family == "bool":
+        m = re.search(word + r"\s*=\s*(true|false)\b", code)
+        value = m and {"true": "false", "false": "true"}[m.group(1)]
+    else:
+        op = None
+        m = re.search(word + r"\s*(\+|-|\*|/|\||\^|<<|>>)=", code) or re.search(r"(\+\+|--)\s*" + word, code) \
+            or re.search(word + r"\s*(\+\+|--)", code)
+        if m:
+            op = m.group(1)[0]
+        else:
+            for m in re.finditer(word + r"\s*=(?!=)([^;]*)", code):
+                rhs = m.group(1)
+                ops = r"(\+|-|\*|/|\||\^|<<|>>)"
+                near = re.search(ops + r"\s*" + word + r"|" + word + r"\s*" + ops, rhs)
+                if near and rhs[:near.start()].count("(") == rhs[:near.start()].count(")"):   # not in a call
+                    op = (near.group(1) or near.group(2))[0]
+                    break
+        if op is None or op in "<>":
+            return None
+        one = op in "*/"
+        if family == "int":
+            value = "1" if one else "0"
+        else:
+            around = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix)) + code
+            literals = [m.group(0) for m in FLOAT_LITERAL.finditer(around)]
+            plain = sum(not lit.lower().endswith("f") for lit in literals)
+            value = ("1.0" if one else "0.0") + ("" if literals and plain > len(literals) - plain else "f")
+    return f"{kind}{name} = {value};" if value else None

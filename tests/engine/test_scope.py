@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, LocalEngine, rank_in_scope
-from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span, needed_names,
-                          redeclared, scope_of, starts_statement, unknown_names)
+from engine.local import FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, USED_AS_SHARE, LocalEngine, rank_in_scope
+from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span,
+                          initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
+                          starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
+                          without_type)
 from engine.types import Candidate
 
 SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
@@ -172,12 +174,14 @@ def test_a_fill_that_must_declare_a_name_gets_candidates_started_with_its_declar
     prefix = KERNEL_HEAD + "    float scale = 2.0f;\n    "
     seen = _stubbed(model, [["if (count > n) return;", "int i = n;"], [" n / 2", " n +"], [" 4;"]])
     out = [c.text for c in model.infill(prefix, USES_COUNT, n=2, max_tokens=64, temperature=0.7, seed=0)]
-    # The draw, then one batch per type: the drawn `int `, then `float ` (declared before).
+    # The draw, then one batch per type: `int ` (`count` is compared with the int `k`; the drawn
+    # type too) with USED_AS_SHARE of the rows, then `float ` (declared before).
     assert [r.prefix[len(prefix):] for r in seen] == ["", "int count =", "float count ="]
-    assert [r.n for r in seen] == [2 * FIM_OVERSAMPLE, 2, 2]
+    assert [r.n for r in seen] == [2 * FIM_OVERSAMPLE, 3, 1]
     assert all(r.max_tokens == ONE_LINE_MAX_TOKENS for r in seen[:1]) and seen[1].max_tokens <= ONE_LINE_MAX_TOKENS
-    # `int count = n +` is no expression and gets no `;`, so it ranks below the two that compile.
-    assert out == ["float count = 4;", "int count = n / 2;"]
+    # The drawn `int i = n;` (twice) renamed to declare `count`, and `int count = n / 2;` (twice);
+    # `int count = n +` is no expression and gets no `;`, and `float count = 4;` is no int.
+    assert out == ["int count = n;", "int count = n / 2;"]
 
 
 def test_no_declaration_is_started_when_the_draw_declares_the_needed_name(tiny_fim_checkpoint):
@@ -186,3 +190,122 @@ def test_no_declaration_is_started_when_the_draw_declares_the_needed_name(tiny_f
     seen = _stubbed(model, [["int count = n;", "const int count = 2 * n;"]])
     out = [c.text for c in model.infill(prefix, USES_COUNT, n=2, max_tokens=64, temperature=0.7, seed=0)]
     assert len(seen) == 1 and set(out) == {"int count = n;", "const int count = 2 * n;"}
+
+
+# The type a needed name is used as after the selection (engine.scope.usage_type), and what the
+# engine does with it: declarations started with it, candidates of another family ranked lower.
+
+FLAG_KERNEL = "__global__ void mark(const int64_t *row, bool *out, int64_t n) {\n  const int64_t t = threadIdx.x;\n  "
+FLAG_SUFFIX = ("\n  for (int64_t e = row[t]; e < row[t + 1]; e++) {\n    if (e > n) {\n      found = true;\n"
+               "    }\n  }\n  out[t] = !found;\n}\n")
+
+
+def test_a_needed_name_used_as_a_flag_index_or_value_gets_that_type():
+    assert type_family("const int64_t ") == "int" and type_family("unsigned int ") == "int"
+    assert type_family("double ") == "float" and type_family("bool ") == "bool" and type_family("float4 ") == "float4"
+    # Set to `true` and negated: a bool.
+    assert usage_type("found", FLAG_KERNEL, FLAG_SUFFIX) == "bool "
+    # An index, in a file whose integer values are int64_t: that integer type.
+    head = "__global__ void gather(const int64_t *ptr, float *out, int64_t numel) {\n  "
+    assert usage_type("idx", head, "\n  out[idx] = ptr[idx];\n}\n") == "int64_t "
+    assert usage_type("i", KERNEL_HEAD + "    ", "\n    dest[i] = src[i];\n}\n") == "int "
+    # An argument of a float math function, a value added to a float, stored into a float array.
+    softmax = "__global__ void sm(const float *x, float *y, int n) {\n    "
+    assert usage_type("m", softmax, "\n    float p = expf(x[0] - m);\n    y[0] = p;\n}\n") == "float "
+    assert usage_type("sum", softmax, "\n    float p = x[0];\n    sum += p;\n    y[0] = p / sum;\n}\n") == "float "
+    assert usage_type("s", softmax, "\n    y[0] = s;\n}\n") == "float "
+    assert usage_type("d", "__global__ void k(double *y) {\n    ", "\n    y[0] = d;\n}\n") == "double "
+    # Uses that say nothing (passed to an unknown function): no type.
+    assert usage_type("q", KERNEL_HEAD + "    ", "\n    helper(q);\n}\n") is None
+
+
+def test_declaration_types_start_with_the_type_the_name_is_used_as():
+    prefix = KERNEL_HEAD + "    double w = 0;\n    "
+    assert declaration_types(["const int a = 1;"], prefix, used_as="bool ") == ["bool ", "const int "]
+    assert declaration_types([], prefix, 3, used_as="float ") == ["float ", "double ", "int "]
+
+
+def test_names_assigned_before_they_are_read_are_declared_without_a_value():
+    loop = ("\n    for (int64_t l = 0; l < n; l++) {\n      lo = ptr[l], hi = ptr[l + 1];\n      out[l] = hi - lo;\n"
+            "    }\n}\n")
+    head = "__global__ void k(const int64_t *ptr, int64_t *out, int64_t n) {\n    "
+    assert uninitialized_declaration(["hi", "lo"], head, loop) == "int64_t lo, hi;"   # in the order of use
+    # Read before it is assigned, assigned from itself, or read after an `if` that may skip it.
+    assert uninitialized_declaration(["lo"], head, "\n    out[0] = lo;\n    lo = 1;\n}\n") is None
+    assert uninitialized_declaration(["lo"], head, "\n    lo = lo + 1;\n    out[0] = lo;\n}\n") is None
+    skipped = "\n    if (n) {\n      lo = 1;\n    }\n    out[0] = lo;\n}\n"
+    assert uninitialized_declaration(["lo"], head, skipped) is None
+    assert uninitialized_declaration(["found"], FLAG_KERNEL, FLAG_SUFFIX) is None
+
+
+def test_a_name_the_code_after_updates_from_itself_starts_at_the_identity_of_its_update():
+    softmax = "__global__ void sm(const float *x, float *y, int n) {\n    "
+    loop = "\n    for (int d = 0; d < n; d++) {\n        sum += expf(x[d] - 1.0f);\n    }\n    y[0] = sum;\n}\n"
+    assert initialized_declaration("sum", softmax, loop) == "float sum = 0.0f;"
+    # Written as the code around writes its float literals; an update read back from itself.
+    plain = "\n    for (int d = 0; d < n; d++) {\n        acc = acc + x[d] * 2.0;\n    }\n    y[0] = acc;\n}\n"
+    assert initialized_declaration("acc", softmax, plain) == "float acc = 0.0;"
+    # A product starts at one, an int at an int, a flag at the opposite of what it is set to.
+    doubling = "\n    while (step < n) {\n        y[step] = 0;\n        step = step * 2;\n    }\n}\n"
+    assert initialized_declaration("step", softmax, doubling) == "int step = 1;"
+    assert initialized_declaration("found", FLAG_KERNEL, FLAG_SUFFIX) == "bool found = false;"
+    # No identity to start a max from, and no update at all.
+    running = "\n    for (int d = 0; d < n; d++) {\n        m = fmaxf(m, x[d]);\n    }\n    y[0] = m;\n}\n"
+    assert initialized_declaration("m", softmax, running) is None
+    assert initialized_declaration("v", softmax, "\n    y[0] = expf(v);\n}\n") is None
+
+
+def test_a_declaration_of_an_invented_name_is_renamed_to_the_needed_one():
+    prefix, suffix = KERNEL_HEAD + "    ", "\n    dest[xIndex] = src[xIndex];\n}\n"
+    assert renamed_declaration("int index = blockDim.x * blockIdx.x + threadIdx.x;", "xIndex", prefix, suffix) == \
+        "int xIndex = blockDim.x * blockIdx.x + threadIdx.x;"
+    # Not a name the file uses, not a self-reference, not several declarators, not a statement of another kind.
+    assert renamed_declaration("int n = blockDim.x;", "xIndex", prefix, suffix) is None
+    assert renamed_declaration("int j = j + 1;", "xIndex", prefix, suffix) is None
+    assert renamed_declaration("int j = 0, k = 1;", "xIndex", prefix, suffix) is None
+    assert renamed_declaration("__shared__ float tile[256];", "xIndex", prefix, suffix) is None
+    assert renamed_declaration("dest[0] = 1;", "xIndex", prefix, suffix) is None
+
+
+def test_rank_puts_a_declaration_of_the_wrong_family_and_type_twins_later():
+    prefix = FLAG_KERNEL
+    texts = ["int64_t found = 0;", "int64_t found = 0;", "bool found = 0;", "bool found = false;"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], prefix, FLAG_SUFFIX)]
+    # The int64_t one was drawn twice, but the code after uses `found` as a bool.
+    assert ranked[:3] == ["bool found = 0;", "bool found = false;", "int64_t found = 0;"]
+    assert without_type("const unsigned int i = threadIdx.x;") == "i=threadIdx.x;"
+    assert without_type("int i=threadIdx.x ;") == "i=threadIdx.x;" and without_type("dest[i] = 0;") == "dest[i]=0;"
+    index = KERNEL_HEAD + "    ", "\n    dest[i] = src[i];\n}\n"   # `i` an index, in a file of `int`s
+    texts = ["int i = threadIdx.x + blockIdx.x * blockDim.x;", "int i = threadIdx.x + blockIdx.x * blockDim.x;",
+             "const int i = threadIdx.x + blockIdx.x * blockDim.x;", "int i = threadIdx.x;"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], *index)]
+    # `const int i = ...` says what the first says: a different statement gets the second slot.
+    assert ranked[:3] == ["int i = threadIdx.x + blockIdx.x * blockDim.x;", "int i = threadIdx.x;",
+                          "const int i = threadIdx.x + blockIdx.x * blockDim.x;"]
+    # Of the int family, the file's own `int` first, though `unsigned int` was drawn more often.
+    texts = ["unsigned int i = 2 * threadIdx.x;", "unsigned int i = 2 * threadIdx.x;", "int i = threadIdx.x;"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], *index)]
+    assert ranked[:2] == ["int i = threadIdx.x;", "unsigned int i = 2 * threadIdx.x;"]
+
+
+def test_declarations_are_started_mostly_with_the_type_the_name_is_used_as(tiny_fim_checkpoint):
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    seen = _stubbed(model, [["out[t] = 1;", "int64_t found = 0;"], [" false"], [" 0"]])
+    out = [c.text for c in model.infill(FLAG_KERNEL, FLAG_SUFFIX, n=2, max_tokens=64, temperature=0.7, seed=0)]
+    # The drawn int64_t declaration is of the wrong family: declarations are started, `bool `
+    # (how the code after uses `found`) with USED_AS_SHARE of the rows, then the drawn type.
+    assert [r.prefix[len(FLAG_KERNEL):] for r in seen] == ["", "bool found =", "int64_t found ="]
+    assert [r.n for r in seen] == [4, round(4 * USED_AS_SHARE), 4 - round(4 * USED_AS_SHARE)]
+    assert out == ["bool found = false;", "int64_t found = 0;"]
+
+
+def test_a_drawn_declaration_of_an_invented_name_becomes_a_candidate_for_the_needed_one(tiny_fim_checkpoint):
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    prefix, suffix = KERNEL_HEAD + "    ", "\n    dest[xIndex] = src[xIndex];\n}\n"
+    seen = _stubbed(model, [["int index = 2 * threadIdx.x;", "dest[0] = 0;"], [" threadIdx.x"]])
+    out = [c.text for c in model.infill(prefix, suffix, n=2, max_tokens=64, temperature=0.7, seed=0)]
+    # The one type to start with is `int ` (an index; the drawn type too): all rows start with it.
+    assert [r.prefix[len(prefix):] for r in seen] == ["", "int xIndex ="] and seen[1].n == 4
+    # Drawn 4 times, then the drawn `index` declaration renamed (drawn twice); `dest[0] = 0;`
+    # leaves `xIndex` undeclared.
+    assert out == ["int xIndex = threadIdx.x;", "int xIndex = 2 * threadIdx.x;"]

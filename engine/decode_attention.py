@@ -24,9 +24,10 @@ are IEEE (no TF32), so the step gives the tokens the plain path gives (tests).
 The fused form (`decode_step_attention`) starts from the step's qkv projection: each program
 applies q's RMSNorm and RoPE to its query rows, the programs whose split holds a position of
 the window compute that window's keys (RMSNorm, RoPE) and values, use them where they read the
-cache, and write them to it (no other program reads those positions). That is five kernels of
-a layer (q norm/RoPE, k norm/RoPE and the cache write, attention, merge) in one: the step of
-the DICE-1.7B shape went from 1.897 to 1.727 ms on the H200 (docs/benchmarks.md, session 14).
+cache, and write them to it (no other program reads those positions). That is four kernels of
+a layer (q norm/RoPE, k norm/RoPE and the cache write, the split attention, the merge) in two: with the
+skinny kernel's SwiGLU form, a batch-1 step of the DICE-1.7B shape took 1.73-1.82 ms against
+1.90-2.05 without them in the same runs on the H200 (docs/benchmarks.md, session 14).
 
 `decode_attention(q, k, v, mask, kv_len)` is a torch custom op (`dice::decode_attention`), so
 that torch.compile keeps it whole inside a compiled model. Needs Triton and a CUDA device;
@@ -149,7 +150,7 @@ def decode_step_attention(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: t
     step's keys and values written to the cache `keys`, `values` [B, KV, S_cache, D] at
     `positions` [T] (distinct, below the mask's S), and attention over the cache's first S
     positions under the bool mask [B|1, 1, T, S]: what the model's Attention does with q_norm,
-    k_norm, rotary, the cache write and decode_attention, in two kernels instead of five.
+    k_norm, rotary, the cache write and decode_attention, in two kernels instead of four.
     [B, H, T, D] in the cache's dtype."""
     return _launch(qkv, keys, values, mask, kv_len, window=Window(q_weight, k_weight, cos, sin, positions, heads, eps))
 

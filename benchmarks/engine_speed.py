@@ -44,7 +44,6 @@ table), both rewritten after every section so that a partial run still leaves it
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -438,9 +437,9 @@ def report(results: dict, paths: list[str]) -> str:
         if f"old_over_new_b{batch}" in t:
             lines.append(f"old default {OLD_DEFAULT} / default {GPU_DEFAULT}, batch {batch} step: "
                          f"{t[f'old_over_new_b{batch}']:.2f}x")
-    for path, batch in itertools.product(dict.fromkeys(["cached", GPU_DEFAULT]), BATCHES):
-        kernels = results.get(f"kernels_{path}_b{batch}")
-        if kernels:
+    for name, kernels in results.items():
+        if name.startswith("kernels_") and isinstance(kernels, dict):
+            path, batch = name[len("kernels_"):].rsplit("_b", 1)
             lines += ["", f"{path} batch-{batch} step: {kernels['gpu_busy_ms_per_step']:.3f} ms of GPU kernels "
                       f"({kernels['kernels_per_step']:.0f} kernels), attention {kernels['attention_ms_per_step']:.3f} ms;"
                       " the largest:"]

@@ -26,8 +26,9 @@ applies q's RMSNorm and RoPE to its query rows, the programs whose split holds a
 the window compute that window's keys (RMSNorm, RoPE) and values, use them where they read the
 cache, and write them to it (no other program reads those positions). That is four kernels of
 a layer (q norm/RoPE, k norm/RoPE and the cache write, the split attention, the merge) in two: with the
-skinny kernel's SwiGLU form, a batch-1 step of the DICE-1.7B shape took 1.73-1.82 ms against
-1.90-2.05 without them in the same runs on the H200 (docs/benchmarks.md, session 14).
+skinny kernel's SwiGLU form, a batch-1 step of the DICE-1.7B shape took 1.727 and 1.819 ms
+against 1.897 and 1.900 without them in the same calls on the H200 (docs/benchmarks.md,
+session 14).
 
 `decode_attention(q, k, v, mask, kv_len)` is a torch custom op (`dice::decode_attention`), so
 that torch.compile keeps it whole inside a compiled model. Needs Triton and a CUDA device;
@@ -65,7 +66,7 @@ def available() -> str | None:
 class Window(NamedTuple):
     """What the fused kernel needs to turn a step's qkv projection into its q, k and v: the
     q/k RMSNorm weights, RoPE's cos/sin [B, 1, T, D] (engine.model.rotary_cos_sin), the
-    window's positions [T] (distinct, below the mask's key length) and the norms' eps."""
+    window's positions [T] (distinct, below the cache's length) and the norms' eps."""
 
     q_weight: torch.Tensor
     k_weight: torch.Tensor
@@ -148,7 +149,7 @@ def decode_step_attention(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: t
     """A step's attention from its qkv projection [B, T, (H + 2 KV) D] in one pass: q and k
     through their RMSNorm (q_weight, k_weight, eps) and RoPE (cos, sin [B, 1, T, D]), this
     step's keys and values written to the cache `keys`, `values` [B, KV, S_cache, D] at
-    `positions` [T] (distinct, below the mask's S), and attention over the cache's first S
+    `positions` [T] (distinct, below S_cache), and attention over the cache's first S
     positions under the bool mask [B|1, 1, T, S]: what the model's Attention does with q_norm,
     k_norm, rotary, the cache write and decode_attention, in two kernels instead of four.
     [B, H, T, D] in the cache's dtype."""

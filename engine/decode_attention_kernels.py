@@ -8,9 +8,10 @@ import triton.language as tl
 
 @triton.jit
 def _norm_rope(X, rows, ok, d, W, Cos, Sin, cos_rows, eps, sxd, scd, D: tl.constexpr):
-    """RMSNorm then RoPE of the rows of X at offsets `rows` (fp32), as the model computes them:
-    x * rsqrt(mean(x^2) + eps), rounded to X's dtype, times the norm's weight, then
-    x * cos + rotate_half(x) * sin."""
+    """RMSNorm then RoPE of the rows of X at offsets `rows` (fp32): x * rsqrt(mean(x^2) + eps),
+    rounded to X's dtype, times the norm's weight, then x * cos + rotate_half(x) * sin. The
+    model rounds to X's dtype after the weight and after each RoPE product too; this rounds
+    once at the end, as torch.compile's fused kernels do (in fp32 the two are the same)."""
     half: tl.constexpr = D // 2
     d2 = (d + half) % D  # rotate_half: element d takes -x[d + half] below half, x[d - half] above
     x = tl.load(X + rows[:, None] + d[None, :] * sxd, mask=ok[:, None], other=0.0).to(tl.float32)
@@ -58,9 +59,11 @@ def _partial(Q, K, V, Mask, KVLen, Mo, Lo, Acc,
         pos = tl.load(Pos + j, mask=j_ok, other=-1)
         first = tl.min(tl.where(j_ok, pos, 2147483647))
         last = tl.max(pos)
-        # Only the programs whose split holds a window position (one or two of a row's splits)
-        # compute its keys and values, and only their tiles that hold one pick them.
-        touches = (first < lo + SPLIT_) & (last >= lo)
+        # Only the programs whose split holds a window position (one or two of a row's splits;
+        # the last split also writes positions past the mask's keys) compute its keys and
+        # values, and only their tiles that hold one pick them.
+        upper = tl.where(pid_s == NSPLIT - 1, 2147483647, lo + SPLIT_)  # one past the positions it writes
+        touches = (first < upper) & (last >= lo)
         fresh_k = tl.zeros([T_PAD, D], K.dtype.element_ty)
         fresh_v = tl.zeros([T_PAD, D], V.dtype.element_ty)
         if touches:
@@ -120,7 +123,7 @@ def _partial(Q, K, V, Mask, KVLen, Mo, Lo, Acc,
     tl.store(Acc + at[:, None] * D + d[None, :], acc)
     if FUSED:
         if touches:
-            mine = j_ok & (pos >= lo) & (pos < lo + SPLIT_)
+            mine = j_ok & (pos >= lo) & (pos < upper)
             tl.store(K + b * skb + kvh * skh + pos[:, None] * sks + d[None, :] * skd, fresh_k, mask=mine[:, None])
             tl.store(V + b * svb + kvh * svh + pos[:, None] * svs + d[None, :] * svd, fresh_v, mask=mine[:, None])
 

@@ -142,6 +142,8 @@ class LocalEngine(EngineBase):
         left, others = rows - sum(counts), len(types) - len(counts)
         counts += [left // others + (k < left % others) for k in range(others)]
         for k, (kind, count) in enumerate(zip(types, counts)):
+            if not count:  # one candidate asked for: two rows, both the used type's
+                continue
             head = f"{kind}{needed[0]} ="
             seed = None if request.sampling.seed is None else request.sampling.seed + k + 1
             started = replace(request, prefix=prefix + head, n=count, sampling=replace(request.sampling, seed=seed),

@@ -292,8 +292,9 @@ def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor
 # kernels, the step of session 13, to compare (benchmarks/engine_speed.py); read at import.
 FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
 # The fused attention pays its norms and RoPE in every program before its first read of the
-# cache: at batch 1 (one wave of programs) that is 0.17 ms a step less than the separate kernels,
-# at batch 8 (several waves) 0.1 ms more (H200, session 14), so it serves batch 1.
+# cache: at batch 1 (one wave of programs) its kernels take ~0.09 ms a step less than the
+# separate ones (9.2 against 12.4 us a layer), two launches a layer fewer; at batch 8 (several
+# waves) the step was 0.1 ms slower (H200, session 14), so it serves batch 1.
 FUSED_MAX_BATCH = 1
 
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes

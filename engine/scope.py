@@ -23,6 +23,7 @@ declarations are written without the model (`uninitialized_declaration`,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -377,6 +378,11 @@ def _statement(code: str, at: int) -> tuple[int, int]:
     return start, min(ends) if ends else len(code)
 
 
+def _squeezed(code: str) -> str:
+    return re.sub(r"\s+", lambda m: "\n" if "\n" in m.group() else " ", code)
+
+
+@functools.lru_cache(maxsize=64)  # a fill asks it of the same name and text several times
 def usage_type(name: str, prefix: str, suffix: str) -> str | None:
     """The type `name` (needed by the code after a selection, engine.scope.needed_names) is
     used as there, for a declaration to start with (`float `, `int64_t `, `bool `), or None
@@ -388,8 +394,10 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
     the type the statement declares or assigns to. The integer or float type is the one the
     votes named most, else the one the surrounding code declares most (`int64_t` in a file of
     `int64_t` indices), else `int ` or `float `."""
-    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
-    around = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix)) + "\n" + code
+    # Runs of whitespace as one (a newline where they hold one): the patterns below then never
+    # try the ways of splitting a long run between two of their optional spaces.
+    code = _squeezed(PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix)))
+    around = _squeezed(PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix))) + "\n" + code
     types = _value_types(around)
     families: Counter = Counter()
     concrete: Counter = Counter()
@@ -403,14 +411,15 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
 
     def value_type(text: str) -> str | None:
         """The type of a value written `x` or `x[...]`, if `x` is declared."""
-        m = re.fullmatch(r"\s*\(?\s*([A-Za-z_]\w*)\s*(\[.*\])?\s*\)?\s*", text, re.DOTALL)
+        m = re.fullmatch(r" ?\(? ?([A-Za-z_]\w*) ?(\[.*\])? ?\)? ?", " ".join(text.split()), re.DOTALL)
         if not m or m.group(1) not in types:
             return None
         kind, several = types[m.group(1)]
         return kind if bool(m.group(2)) == several else None
 
     for m in re.finditer(r"(?<![\w.>:])%s(?!\w)" % re.escape(name), code):
-        before, after = code[:m.start()].rstrip(), code[m.end():].lstrip()
+        # (the patterns on `before` look at its end only)
+        before, after = code[max(0, m.start() - 16):m.start()].rstrip(), code[m.end():].lstrip()
         if re.match(r"=\s*(?:true|false)\b", after) or re.search(r"(?:!|&&|\|\|)$", before) \
                 or after.startswith(("&&", "||")):
             vote("bool", 5)
@@ -419,7 +428,8 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
         if bracket == "[":
             vote("int", 3)
             continue
-        if re.search(r"(?:[%^|]|<<|>>|[^&]&)$", before) or re.match(r"(?:[%^|]|<<|>>|&(?!&))", after):
+        # (`a & name` is an integer's; `&name`, `(&name`, `, &name` take its address)
+        if re.search(r"(?:[%^|]|<<|>>|[\w)\]]\s*&)$", before) or re.match(r"(?:[%^|]|<<|>>|&(?!&))", after):
             vote("int", 3)
             continue
         if bracket == "(":
@@ -496,9 +506,13 @@ def uninitialized_declaration(names: list[str], prefix: str, suffix: str) -> str
     for name in names:
         pattern = re.compile(r"(?<![\w.>:])%s(?!\w)" % re.escape(name))
         m = pattern.search(code)
-        if not m or not re.match(r"\s*=(?!=)", code[m.end():]):
+        if not m or not re.match(r"\s*=(?!=)", code[m.end():]) or _guarded(code, m.start()):
             return None
-        end = min((i for i in (code.find(";", m.end()), code.find(",", m.end())) if i >= 0), default=len(code))
+        # The assignment's end: its `;` or `,` outside brackets (`lo = max(n, lo);` reads lo).
+        end, depth = m.end(), 0
+        while end < len(code) and not (depth == 0 and code[end] in ";,"):
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(code[end], 0)
+            end += 1
         if pattern.search(code, m.end(), end):
             return None
         depth = 0
@@ -512,6 +526,23 @@ def uninitialized_declaration(names: list[str], prefix: str, suffix: str) -> str
     ordered = sorted(names, key=first.get)
     kind = usage_type(ordered[0], prefix, suffix) if ordered else None
     return f"{kind}{', '.join(ordered)};" if kind else None
+
+
+def _guarded(code: str, at: int) -> bool:
+    """Whether the statement at `at` is the body, without braces, of an `if`, `else`, `for` or
+    `while` (`if (n) lo = 1;`): it may not run."""
+    before = code[:at].rstrip()
+    if re.search(r"(?<!\w)else$", before):
+        return True
+    if not before.endswith(")"):
+        return False
+    depth, i = 0, len(before) - 1
+    while i >= 0:
+        depth += {")": 1, "(": -1}.get(before[i], 0)
+        if depth == 0:
+            break
+        i -= 1
+    return bool(re.search(r"(?<!\w)(?:if|for|while)\s*$", before[:max(i, 0)]))
 
 
 def renamed_declaration(fill: str, name: str, prefix: str, suffix: str) -> str | None:

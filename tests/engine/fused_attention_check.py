@@ -16,6 +16,8 @@ CASES = [
     (2, 8, 2, 4, 32, 200, 132, 128, True),   # group 4, the window at a split's start, a mask per row
     (1, 2, 1, 4, 16, 64, 4, 0, False),       # the first block
     (2, 16, 8, 8, 128, 1100, 1032, 1024, False),  # DICE-1.7B's heads
+    (1, 4, 2, 8, 16, 300, 132, 124, False),  # the window across a split's and a tile's edge
+    (1, 4, 2, 4, 16, 300, 200, 258, False),  # positions past the mask's keys: written, not read
 ]
 
 

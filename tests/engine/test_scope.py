@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, USED_AS_SHARE, LocalEngine, rank_in_scope
+from engine.local import DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, USED_AS_SHARE, LocalEngine, rank_in_scope
 from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
                           starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
@@ -309,3 +309,36 @@ def test_a_drawn_declaration_of_an_invented_name_becomes_a_candidate_for_the_nee
     # Drawn 4 times, then the drawn `index` declaration renamed (drawn twice); `dest[0] = 0;`
     # leaves `xIndex` undeclared.
     assert out == ["int xIndex = threadIdx.x;", "int xIndex = 2 * threadIdx.x;"]
+
+
+def test_one_candidate_asked_for_starts_declarations_of_one_type_only(tiny_fim_checkpoint):
+    """n=1: two declaration rows, both the used type's; no batch of 0 rows (which the engine
+    would take for a broken decoding path)."""
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    seen = _stubbed(model, [["out[t] = 1;"], [" false"]])
+    out = [c.text for c in model.infill(FLAG_KERNEL, FLAG_SUFFIX, n=1, max_tokens=64, temperature=0.7, seed=0)]
+    assert [r.prefix[len(FLAG_KERNEL):] for r in seen] == ["", "bool found ="]
+    assert [r.n for r in seen] == [FIM_OVERSAMPLE, DECLARE_OVERSAMPLE]
+    assert out == ["bool found = false;"]
+
+
+def test_usage_type_reads_a_long_run_of_spaces_in_linear_time():
+    import time
+
+    suffix = "\n  a[0] = v + x" + " " * 5000 + "y;\n  acc += a[0];\n}\n"
+    started = time.perf_counter()
+    usage_type("acc", "__global__ void k(float *a, float v, float x, float y) {\n  ", suffix)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_an_address_taken_is_no_bitwise_and():
+    prefix = "__global__ void k(const float *x, float *out, int n) {\n  "
+    suffix = "\n  for (int i = 0; i < n; i++) sum += x[i];\n  atomicAdd(&sum, 1.0f);\n  out[0] = sum;\n}\n"
+    assert usage_type("sum", prefix, suffix) == "float "
+
+
+def test_no_bare_declaration_for_a_name_read_in_its_own_assignment_or_set_under_an_if():
+    prefix = "__global__ void k(int64_t *out, int64_t n) {\n  "
+    assert uninitialized_declaration(["lo"], prefix, "\n  lo = max(n, lo);\n  out[0] = lo;\n}\n") is None
+    assert uninitialized_declaration(["lo"], prefix, "\n  if (n) lo = 1;\n  out[0] = lo;\n}\n") is None
+    assert uninitialized_declaration(["lo"], prefix, "\n  lo = n;\n  out[0] = lo;\n}\n") == "int64_t lo;"

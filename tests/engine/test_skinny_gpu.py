@@ -110,6 +110,9 @@ def test_what_the_kernel_does_not_take_goes_to_f_linear(monkeypatch):
                              torch.randn(64, 48, device="cuda", dtype=torch.bfloat16))  # K % 32
     assert not skinny.usable(torch.randn(4, 64, device="cuda", dtype=torch.bfloat16),
                              torch.randn(40, 64, device="cuda", dtype=torch.bfloat16))  # N % 16
+    x16 = torch.randn(4, 64, device="cuda", dtype=torch.bfloat16)
+    assert skinny.usable(x16, torch.randn(64, 64, device="cuda", dtype=torch.bfloat16), glu=True)
+    assert not skinny.usable(x16, torch.randn(48, 64, device="cuda", dtype=torch.bfloat16), glu=True)  # N % 32
     assert not skinny.usable(torch.randn(4, 64, dtype=torch.bfloat16), w16.cpu())  # CPU
     # A shape where cuBLAS was measured faster (None in engine.skinny.TUNED) stays with cuBLAS.
     x, gate_up = (torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16),

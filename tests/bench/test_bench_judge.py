@@ -19,6 +19,16 @@ def hanging_candidate(source: str, pid_file: Path) -> str:
     return source + f"\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
 
 
+def foreground_on(cpus: set[int]) -> None:
+    """In the child before exec: pinned to `cpus`, and SIGINT at its default as in a terminal's
+    foreground (a pytest started with `&` hands its children SIGINT ignored, and Python then
+    installs no KeyboardInterrupt: the run would rightly ignore the test's Ctrl-C)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.sched_setaffinity(0, cpus)
+
+
 def pid_once_running(pid_file: Path, seconds: float = 120) -> int:
     deadline = time.monotonic() + seconds
     while not pid_file.exists() and time.monotonic() < deadline:
@@ -134,7 +144,7 @@ def test_ctrl_c_stops_dice_bench_within_seconds_and_starts_no_queued_problem(
                               "--solutions", str(tmp_path / "solutions"), "--out", str(tmp_path / "out")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-                             preexec_fn=lambda: os.sched_setaffinity(0, one_cpu))
+                             preexec_fn=lambda: foreground_on(one_cpu))
     try:
         first = pid_once_running(tmp_path / f"{names[0]}.pid")
         interrupted = time.monotonic()

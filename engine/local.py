@@ -18,7 +18,7 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import (LINE_ENDS, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
+from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
                           initialized_declaration, inside_one_line, needed_names, redeclared, renamed_declaration,
                           scope_of, starts_statement, type_family, uninitialized_declaration, unknown_names,
                           usage_type, without_type)
@@ -256,7 +256,3 @@ def mistyped(fill: str, families: dict[str, str]) -> bool:
     declares = declared_types(fill)
     return any(name in declares and type_family(declares[name]) != family for name, family in families.items())
 
-
-def bare_type(kind: str) -> str:
-    """`kind` without const or volatile, its words one space apart."""
-    return " ".join(w for w in kind.replace("*", " * ").split() if w not in ("const", "volatile"))

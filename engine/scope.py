@@ -68,6 +68,16 @@ std numeric_limits
 """.split())
 
 
+def _code(text: str) -> str:
+    """`text` without its comments, strings and preprocessor lines (each a space)."""
+    return PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", text))
+
+
+def _word(name: str) -> str:
+    """A pattern of `name` used as a name of its own: not part of a longer one, not a member."""
+    return r"(?<![\w.>:])%s(?!\w)" % re.escape(name)
+
+
 def _names(code: str) -> set[str]:
     return set(IDENTIFIER.findall(COMMENT_OR_STRING.sub(" ", code)))
 
@@ -181,7 +191,7 @@ def block_declarations(prefix: str, suffix: str) -> set[str]:
     before the selection, after it, and in the parentheses that open the block (a function's
     parameters, a for's variable). A fill that declares one of them again does not compile;
     outside any block (file scope) nothing is returned."""
-    before = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix))
+    before = _code(prefix)
     opened = []
     for i, ch in enumerate(before):
         if ch == "{":
@@ -200,7 +210,7 @@ def block_declarations(prefix: str, suffix: str) -> set[str]:
             if depth == 0:
                 names |= declared_names(head[i:])
                 break
-    after = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    after = _code(suffix)
     return names | declared_names(_outer_level(after))
 
 
@@ -273,7 +283,7 @@ def starts_statement(prefix: str) -> bool:
     line_start = prefix.rfind("\n") + 1
     if prefix[line_start:].strip():
         return False
-    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix[:line_start])).rstrip()
+    code = _code(prefix[:line_start]).rstrip()
     return code.endswith((";", "{", "}"))
 
 
@@ -287,7 +297,7 @@ def declaration_types(fills: list[str], prefix: str, count: int = 2, used_as: st
     selection, the nearest first, then `int `; without storage classes, which take no
     initializer."""
     def types_in(code: str) -> list[str]:
-        code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", code))
+        code = _code(code)
         found = []
         for m in DECLARED.finditer(code):
             if m.group("type") in NOT_TYPES or not _pointer_spacing(m.group("sep")):
@@ -332,10 +342,15 @@ def type_family(kind: str) -> str:
     return " ".join(words)
 
 
+def bare_type(kind: str) -> str:
+    """`kind` without const or volatile, its words one space apart."""
+    return " ".join(w for w in kind.replace("*", " * ").split() if w not in ("const", "volatile"))
+
+
 def declared_types(code: str) -> dict[str, str]:
     """The type each name `code` declares is declared with (qualifiers and a star kept:
     `const int `, `float *`); the further declarators of `int a, b;` are not included."""
-    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", code))
+    code = _code(code)
     found = {}
     for m in DECLARED.finditer(code):
         if m.group("type") not in NOT_TYPES and _pointer_spacing(m.group("sep")):
@@ -396,8 +411,8 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
     `int64_t` indices), else `int ` or `float `."""
     # Runs of whitespace as one (a newline where they hold one): the patterns below then never
     # try the ways of splitting a long run between two of their optional spaces.
-    code = _squeezed(PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix)))
-    around = _squeezed(PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix))) + "\n" + code
+    code = _squeezed(_code(suffix))
+    around = _squeezed(_code(prefix)) + "\n" + code
     types = _value_types(around)
     families: Counter = Counter()
     concrete: Counter = Counter()
@@ -407,7 +422,7 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
         if family:
             families[family] += weight
             if family in ("int", "float"):
-                concrete[" ".join(w for w in kind.split() if w not in ("const", "volatile"))] += weight
+                concrete[bare_type(kind)] += weight
 
     def value_type(text: str) -> str | None:
         """The type of a value written `x` or `x[...]`, if `x` is declared."""
@@ -417,7 +432,7 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
         kind, several = types[m.group(1)]
         return kind if bool(m.group(2)) == several else None
 
-    for m in re.finditer(r"(?<![\w.>:])%s(?!\w)" % re.escape(name), code):
+    for m in re.finditer(_word(name), code):
         # (the patterns on `before` look at its end only)
         before, after = code[max(0, m.start() - 16):m.start()].rstrip(), code[m.end():].lstrip()
         if re.match(r"=\s*(?:true|false)\b", after) or re.search(r"(?:!|&&|\|\|)$", before) \
@@ -501,10 +516,10 @@ def uninitialized_declaration(names: list[str], prefix: str, suffix: str) -> str
     assignment that does not read it (`acc = acc + x;`), or when the name is used after the
     block of that assignment ends (an `if` or a loop may have skipped it), or when its type
     says nothing."""
-    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
+    code = _code(suffix)
     first = {}
     for name in names:
-        pattern = re.compile(r"(?<![\w.>:])%s(?!\w)" % re.escape(name))
+        pattern = re.compile(_word(name))
         m = pattern.search(code)
         if not m or not re.match(r"\s*=(?!=)", code[m.end():]) or _guarded(code, m.start()):
             return None
@@ -559,7 +574,7 @@ def renamed_declaration(fill: str, name: str, prefix: str, suffix: str) -> str |
     old = m.group("name")
     rest = code[m.end():].strip()
     if old == name or old in scope_of(prefix, suffix) or not rest.endswith(";") or rest.count(";") > 1 \
-            or re.search(r"(?<![\w.>:])%s(?!\w)" % re.escape(old), rest) or _declarators(code, m.end("name")) \
+            or re.search(_word(old), rest) or _declarators(code, m.end("name")) \
             or not balanced(rest):
         return None
     return fill[:m.start("name")] + name + fill[m.end("name"):]
@@ -588,8 +603,8 @@ def initialized_declaration(name: str, prefix: str, suffix: str) -> str | None:
     family = type_family(kind) if kind else ""
     if family not in ("int", "float", "bool"):
         return None
-    code = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", suffix))
-    word = r"(?<![\w.>:])%s(?!\w)" % re.escape(name)
+    code = _code(suffix)
+    word = _word(name)
     value = None
     if family == "bool":
         m = re.search(word + r"\s*=\s*(true|false)\b", code)
@@ -614,7 +629,7 @@ def initialized_declaration(name: str, prefix: str, suffix: str) -> str | None:
         if family == "int":
             value = "1" if one else "0"
         else:
-            around = PREPROCESSOR_LINE.sub(" ", COMMENT_OR_STRING.sub(" ", prefix)) + code
+            around = _code(prefix) + code
             literals = [m.group(0) for m in FLOAT_LITERAL.finditer(around)]
             plain = sum(not lit.lower().endswith("f") for lit in literals)
             value = ("1.0" if one else "0.0") + ("" if literals and plain > len(literals) - plain else "f")

@@ -22,6 +22,7 @@ from engine.scope import (bare_type, cut_to_span, declaration_types, declared_na
                           initialized_declaration, inside_one_line, needed_names, redeclared, renamed_declaration,
                           scope_of, starts_statement, type_family, uninitialized_declaration, unknown_names,
                           usage_type, without_type)
+from engine.spelling import respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -87,7 +88,8 @@ class LocalEngine(EngineBase):
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         """The request's n answers; a FIM fill's candidates are cut to the selection's shape
-        (engine.scope.cut_to_span), and a sampled one draws more and keeps the best ranked."""
+        (engine.scope.cut_to_span) and written as the file writes the same code (engine.spelling),
+        and a sampled one draws more and keeps the best ranked."""
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
             if self.config.prompt_format == "fim":
@@ -97,9 +99,13 @@ class LocalEngine(EngineBase):
                 drawn = self.decode_batch(replace(request, n=request.n * (FIM_OVERSAMPLE if sampled else 1)),
                                           on_progress, should_cancel)
                 drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
+                if sampled:
+                    drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
+                # Each in the file's spelling (engine.spelling): the same statement as the file
+                # writes it, and two spellings of one statement then count as one when ranked.
+                drawn = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
                 if not sampled:
                     return drawn
-                drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
                 return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
         return self.decode_batch(request, on_progress, should_cancel)
 

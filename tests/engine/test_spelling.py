@@ -1,0 +1,128 @@
+"""Fills spelt the way their file spells things (engine.spelling), and LocalEngine handing
+the user its candidates in that spelling."""
+
+from __future__ import annotations
+
+from engine.local import LocalEngine
+from engine.spelling import respelled
+from engine.types import Candidate
+
+# Two kernels of one file: the first writes its thread index with blockDim first and updates
+# with compound assignments; the selection is in the second.
+TRANSPOSE_HEAD = """__global__ void scale_rows(float *m, const float *s, int width, int height)
+{
+    int col = blockDim.x*blockIdx.x + threadIdx.x;
+    if (col < width) {
+        for (int r = 0; r < height; r++)
+            m[r * width + col] *= s[r];
+    }
+}
+
+__global__ void transpose(float *out, const float *in, int width, int height)
+{
+    int xIndex = blockDim.x*blockIdx.x + threadIdx.x;
+    """
+TRANSPOSE_TAIL = """
+    if (xIndex < width && yIndex < height)
+        out[xIndex * height + yIndex] = in[yIndex * width + xIndex];
+}
+"""
+
+
+def test_an_expression_the_file_writes_is_written_as_the_file_writes_it():
+    # Same operands, other order and spacing: the file's own text.
+    assert respelled("int yIndex = threadIdx.x + blockIdx.x * blockDim.x;", TRANSPOSE_HEAD, TRANSPOSE_TAIL) \
+        == "int yIndex = blockDim.x*blockIdx.x + threadIdx.x;"
+    # The y coordinate: the file's order of the same kind of operands, the fill's own spacing.
+    assert respelled("int yIndex = blockIdx.y * blockDim.y + threadIdx.y;", TRANSPOSE_HEAD, TRANSPOSE_TAIL) \
+        == "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"
+    # Inside brackets and calls too.
+    assert respelled("out[threadIdx.x + blockIdx.x * blockDim.x] = 0.0f;", TRANSPOSE_HEAD, TRANSPOSE_TAIL) \
+        == "out[blockDim.x*blockIdx.x + threadIdx.x] = 0.0f;"
+
+
+def test_nothing_changes_where_the_file_says_nothing_or_the_swap_would_reassociate():
+    head = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n    int i = threadIdx.x;\n    "
+    tail = "\n}\n"
+    for fill in ("y[i] = a * x[i] + y[i];", "int j = blockIdx.x * blockDim.x + threadIdx.x;", "", "}\n"):
+        assert respelled(fill, head, tail) == fill
+    # The file adds `b + c` with c first, but `a + b + c` is (a + b) + c: moving c to the front
+    # would add in another order (floats round differently); a single pair still swaps.
+    head = "__global__ void k(float *o, float a, float b, float c) {\n    o[0] = c + b;\n    "
+    assert respelled("o[1] = a + b + c;", head, tail) == "o[1] = a + b + c;"
+    assert respelled("o[1] = b + c;", head, tail) == "o[1] = c + b;"
+    # A cast binds to its operand: `(double)a * b` is no `a * b` to swap (`(double)b * a` would
+    # multiply in another type).
+    head = "__global__ void k(double *o, float a, float b) {\n    o[0] = b * a;\n    "
+    assert respelled("o[1] = (double)a * b;", head, tail) == "o[1] = (double)a * b;"
+    assert respelled("o[1] = a * b;", head, tail) == "o[1] = b * a;"
+    # `-` and `/` do not commute.
+    head = "__global__ void k(float *o, float a, float b) {\n    o[0] = b - a;\n    "
+    assert respelled("o[1] = a - b;", head, tail) == "o[1] = a - b;"
+
+
+def test_updates_are_written_compound_or_spelt_out_as_the_file_writes_them():
+    head = "__global__ void doublify(float *a, float *b)\n{\n    int idx = threadIdx.x;\n    b[idx] += 1.0f;\n    "
+    tail = "\n    b[idx] *= a[idx];\n}\n"
+    assert respelled("a[idx] = a[idx] * 2;", head, tail) == "a[idx] *= 2;"
+    assert respelled("a[idx] = 2 + a[idx];", head, tail) == "a[idx] += 2;"   # + commutes
+    # Not the same update: (a * 2) + 1, a division's right operand, another element.
+    for fill in ("a[idx] = a[idx] * 2 + 1;", "a[idx] = 2 / a[idx];", "a[idx + 1] = a[idx] * 2;"):
+        assert respelled(fill, head, tail) == fill
+    # A target with a call or ++ in it is evaluated once by `*=`, twice by `x = x * e`.
+    assert respelled("a[f(idx)] = a[f(idx)] * 2;", head, tail) == "a[f(idx)] = a[f(idx)] * 2;"
+    # A file of spelt-out updates gets them spelt out; `s *= a + b` would need brackets: kept.
+    head = "__global__ void sum(const float *x, float *out, int n) {\n    float s = 0.0f;\n    s = s + x[0];\n    "
+    tail = "\n    out[0] = s;\n}\n"
+    assert respelled("s += x[1];", head, tail) == "s = s + x[1];"
+    assert respelled("s *= x[1] + x[2];", head, tail) == "s *= x[1] + x[2];"
+    # A file with neither: as drawn.
+    assert respelled("s += x[1];", "__global__ void k(float *x) {\n    float s = x[0];\n    ", tail) == "s += x[1];"
+
+
+LEAF_HEAD = """__global__ void ShrinkKernel(const double rate, double* leaf_value, const int num_leaves) {
+  const int leaf = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (leaf < num_leaves) {
+    leaf_value[leaf] *= rate;
+  }
+}
+
+__global__ void AddKernel(const double val, double* leaf_value, const int num_leaves) {
+  """
+LEAF_TAIL = """
+  if (index < num_leaves) {
+    leaf_value[index] += val;
+  }
+}
+"""
+
+
+def test_a_declaration_takes_the_qualifiers_and_cast_of_the_files_declaration_of_its_kind():
+    expected = "const int index = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);"
+    assert respelled("int index = blockIdx.x * blockDim.x + threadIdx.x;", LEAF_HEAD, LEAF_TAIL) == expected
+    assert respelled("int index = threadIdx.x + blockIdx.x * blockDim.x;", LEAF_HEAD, LEAF_TAIL) == expected
+    # Another type, another value: no declaration of its kind in the file.
+    for fill in ("int64_t index = blockIdx.x * blockDim.x + threadIdx.x;", "int index = threadIdx.x;"):
+        assert respelled(fill, LEAF_HEAD, LEAF_TAIL) == fill
+    # The code after assigns the name: no `const` (it would not compile), so no form to copy.
+    tail = "\n  index += 1;\n  leaf_value[index] += val;\n}\n"
+    assert respelled("int index = blockIdx.x * blockDim.x + threadIdx.x;", LEAF_HEAD, tail) \
+        == "int index = blockIdx.x * blockDim.x + threadIdx.x;"
+
+
+def test_the_engine_hands_over_its_candidates_in_the_files_spelling(tiny_fim_checkpoint):
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    drawn = ["int yIndex = blockIdx.y * blockDim.y + threadIdx.y;", "int yIndex = threadIdx.y;",
+             "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"]
+
+    def decode_batch(request, *args):
+        return [Candidate(drawn[k % len(drawn)], 4, 4, 0.0, "eos", "") for k in range(request.n)]
+
+    model.decode_batch = decode_batch
+    out = [c.text for c in model.infill(TRANSPOSE_HEAD, TRANSPOSE_TAIL, n=2, max_tokens=64, temperature=0.7,
+                                        seed=0)]
+    # The two spellings of one statement are one candidate, first (drawn most often); the slot
+    # left goes to another statement.
+    assert out == ["int yIndex = blockDim.y * blockIdx.y + threadIdx.y;", "int yIndex = threadIdx.y;"]
+    greedy = model.infill(TRANSPOSE_HEAD, TRANSPOSE_TAIL, n=1, max_tokens=64, temperature=0.0)
+    assert greedy[0].text == "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"

@@ -103,10 +103,11 @@ class LocalEngine(EngineBase):
                     drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
                 # Each in the file's spelling (engine.spelling): the same statement as the file
                 # writes it, and two spellings of one statement then count as one when ranked.
-                drawn = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
+                spelt = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
                 if not sampled:
-                    return drawn
-                return rank_in_scope(drawn, request.prefix, request.suffix)[:request.n]
+                    return spelt
+                ranked = rank_in_scope(spelt, request.prefix, request.suffix)
+                return with_drawn_spellings(ranked, {id(s): c for s, c in zip(spelt, drawn)}, request.n)
         return self.decode_batch(request, on_progress, should_cancel)
 
     def declaring_fills(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
@@ -210,6 +211,26 @@ class LocalEngine(EngineBase):
 def normalized(text: str) -> str:
     """`text` with its whitespace runs as one space: candidates that differ only there are one."""
     return " ".join(text.split())
+
+
+def with_drawn_spellings(ranked: list[Candidate], drawn_as: dict[int, Candidate], n: int) -> list[Candidate]:
+    """The first n of `ranked` (candidates in the file's spelling, engine.spelling); where fewer
+    than n of them differ (whitespace aside), the model's own spelling of a rewritten one
+    (`drawn_as`: each candidate's drawn text by id) takes a slot that a repeat would have
+    taken: respelling merges twins, and the user still gets n different candidates where the
+    model drew them."""
+    seen: set[str] = set()
+    distinct, repeats = [], []
+    for c in ranked:
+        (repeats if normalized(c.text) in seen else distinct).append(c)
+        seen.add(normalized(c.text))
+    spare = []
+    for c in ranked:
+        own = drawn_as.get(id(c), c)
+        if normalized(own.text) not in seen:
+            seen.add(normalized(own.text))
+            spare.append(own)
+    return (distinct + spare + repeats)[:n]
 
 
 def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:

@@ -124,5 +124,11 @@ def test_the_engine_hands_over_its_candidates_in_the_files_spelling(tiny_fim_che
     # The two spellings of one statement are one candidate, first (drawn most often); the slot
     # left goes to another statement.
     assert out == ["int yIndex = blockDim.y * blockIdx.y + threadIdx.y;", "int yIndex = threadIdx.y;"]
+    # Three asked for, two statements drawn: the model's own spelling of the first takes the
+    # third slot (a merged twin leaves no slot empty).
+    out = [c.text for c in model.infill(TRANSPOSE_HEAD, TRANSPOSE_TAIL, n=3, max_tokens=64, temperature=0.7,
+                                        seed=0)]
+    assert out == ["int yIndex = blockDim.y * blockIdx.y + threadIdx.y;", "int yIndex = threadIdx.y;",
+                   "int yIndex = blockIdx.y * blockDim.y + threadIdx.y;"]
     greedy = model.infill(TRANSPOSE_HEAD, TRANSPOSE_TAIL, n=1, max_tokens=64, temperature=0.0)
     assert greedy[0].text == "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"

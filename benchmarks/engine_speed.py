@@ -295,7 +295,8 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
-                     "old_default_path": OLD_DEFAULT, "fused_step": engine_model.FUSED_STEP, "errors": {}, "skipped": []}
+                     "old_default_path": OLD_DEFAULT, "fused_step": engine_model.FUSED_STEP,
+                     "fused_norms": engine_model.FUSED_NORMS, "errors": {}, "skipped": []}
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in COMPILED_PATHS)]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them

@@ -275,9 +275,36 @@ ATTENTION_KERNELS = ("sdpa", "flex", "decode")
 PROJECTION_KERNELS = ("linear", "skinny")
 
 
-def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor:
+class Residual(NamedTuple):
+    """A fused step's hidden state (SDARForCausalLM.fuses_norms): h [B, T, H] and its rows' sums
+    of squares in parts, part [P, B * T], as the skinny kernel's residual form writes them, so
+    that the next projection applies the RMSNorm itself (engine.skinny.norm_linear)."""
+
+    h: torch.Tensor
+    part: torch.Tensor
+
+
+class Normed(NamedTuple):
+    """norm(state.h), left to the projection that reads it."""
+
+    state: Residual
+    norm: "RMSNorm"
+
+
+def project(layer: nn.Linear, x: "torch.Tensor | Normed", projections: str,
+            residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
     """`layer(x)`, through the engine's kernel for a step's few rows (engine.skinny) when
-    `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear."""
+    `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear.
+    In a fused step (x a Normed, or a `residual` to add; only where fuses_norms said the
+    kernel takes every product) the norm or the residual add is done by the kernel too."""
+    if isinstance(x, Normed):
+        from engine import skinny
+
+        return skinny.norm_linear(x.state.h, x.state.part, x.norm.weight, layer.weight, x.norm.eps)
+    if residual is not None:
+        from engine import skinny
+
+        return Residual(*skinny.residual_linear(x, layer.weight, residual))
     if projections == "skinny" and layer.bias is None:
         from engine import skinny
 
@@ -291,6 +318,14 @@ def project(layer: nn.Linear, x: torch.Tensor, projections: str) -> torch.Tensor
 # kernel's SwiGLU form (engine.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
 # kernels, the step of session 13, to compare (benchmarks/engine_speed.py); read at import.
 FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
+# A batch-1 step's attention norms applied by the skinny kernel of the qkv projection, and the
+# residual add before them done by the down projection's (SDARForCausalLM.fuses_norms): one
+# norm kernel a layer fewer. Not the other two norms: the norm form costs each thread block
+# ~0.7 us (its sums of squares, the weight's multiply), paid once for qkv's 2 waves of blocks
+# but 6 times for gate_up's and ~70 times for the vocabulary's, more than the norm kernel it
+# saves (H200, session 15). DICE_FUSED_NORMS=0 (or DICE_FUSED_STEP=0) runs them as their own
+# kernels, to compare.
+FUSED_NORMS = FUSED_STEP and os.environ.get("DICE_FUSED_NORMS", "1") != "0"
 # The fused attention pays its norms and RoPE in every program before its first read of the
 # cache: at batch 1 (one wave of programs) its kernels take ~0.09 ms a step less than the
 # separate ones (9.2 against 12.4 us a layer), two launches a layer fewer; at batch 8 (several
@@ -343,10 +378,10 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+    def forward(self, x: "torch.Tensor | Normed", cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                 kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None,
                 projections: str = "linear") -> torch.Tensor:
-        b, t, _ = x.shape
+        b, t, _ = (x.state.h if isinstance(x, Normed) else x).shape
         qkv = project(self.qkv_proj, x, projections)
         if (FUSED_STEP and b <= FUSED_MAX_BATCH and isinstance(mask, DecodeMask) and kv is not None
                 and self.heads // self.kv_heads * t <= DECODE_MAX_ROWS):
@@ -385,15 +420,16 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, projections: str = "linear") -> torch.Tensor:
+    def forward(self, x: torch.Tensor, projections: str = "linear",
+                residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
         weight = self.gate_up_proj.weight
         if FUSED_STEP and projections == "skinny" and self.gate_up_proj.bias is None:
             from engine import skinny
 
             if skinny.usable(x, weight, glu=True):  # the product and its activation in one kernel
-                return project(self.down_proj, skinny.glu_linear(x, weight), projections)
+                return project(self.down_proj, skinny.glu_linear(x, weight), projections, residual)
         gate, up = project(self.gate_up_proj, x, projections).chunk(2, dim=-1)
-        return project(self.down_proj, F.silu(gate) * up, projections)
+        return project(self.down_proj, F.silu(gate) * up, projections, residual)
 
 
 class DecoderLayer(nn.Module):
@@ -404,7 +440,12 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, kv=None, positions=None, projections="linear") -> torch.Tensor:
+    def forward(self, x, cos, sin, mask, kv=None, positions=None, projections="linear"):
+        if isinstance(x, Residual):
+            # A fused step: the attention's norm in its qkv projection, the MLP's residual add in
+            # its down projection (engine.model.FUSED_NORMS says why only those).
+            x = x.h + self.self_attn(Normed(x, self.input_layernorm), cos, sin, mask, kv, positions, projections)
+            return self.mlp(self.post_attention_layernorm(x), projections, residual=x)
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions, projections)
         return x + self.mlp(self.post_attention_layernorm(x), projections)
 
@@ -484,7 +525,28 @@ class SDARForCausalLM(nn.Module):
             attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask))
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
+        if self.fuses_norms(x, projections):
+            x = Residual(x, x.float().square().sum(-1).reshape(1, -1))
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None
             x = layer(x, cos, sin, attn_mask, kv, position_ids[0], projections)
+        if isinstance(x, Residual):
+            x = x.h
         return project(self.lm_head, self.model.norm(x[:, -logits_to_keep:]), projections)
+
+    def fuses_norms(self, x: torch.Tensor, projections: str) -> bool:
+        """Whether this call runs its layers as a fused step: each layer's first RMSNorm applied
+        by its qkv projection and its last residual add done by its down projection (the skinny
+        kernel's norm and residual forms), one norm kernel a layer fewer. Only where that kernel
+        takes all of a layer's products (a batch-1 step's few rows in bf16/fp16 on a GPU)."""
+        if not (FUSED_NORMS and projections == "skinny" and x.is_cuda and self.model.layers):
+            return False
+        from engine import skinny
+
+        layer = self.model.layers[0]
+        attn, mlp = layer.self_attn, layer.mlp
+        products = ((attn.qkv_proj, False), (attn.o_proj, False), (mlp.gate_up_proj, True), (mlp.down_proj, False))
+        rows = x.numel() // x.shape[-1]
+        return (all(linear.bias is None and skinny.takes_rows(rows, x.dtype, linear.weight, glu)
+                    for linear, glu in products)
+                and layer.input_layernorm.weight.dtype == x.dtype)

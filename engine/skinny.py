@@ -16,6 +16,12 @@ compiles it in a second on first use, no toolkit needed):
 - the warps' partial sums are added in shared memory, in a fixed order (deterministic), and
   rounded once to bf16/fp16 (round to nearest even), as cuBLAS rounds its fp32 sums.
 
+Two more forms serve a fused batch-1 step (engine.model.SDARForCausalLM.fuses_norms):
+`residual_linear` adds the residual stream in the epilogue and writes each row's sum of squares
+over each block's 16 features; `norm_linear` applies RMSNorm to its input from those sums (the
+norm's weight multiplied in as x is loaded, 1 / rms applied to the fp32 sums), so the norm
+needs no kernel of its own.
+
 `linear(x, weight)` is a torch custom op (`dice::skinny_linear`) so that torch.compile keeps
 it whole inside a compiled model and a CUDA graph captures its launch; `usable(x, weight)`
 says when it applies (CUDA, bf16 or fp16, at most MAX_ROWS rows, shapes and alignment it
@@ -30,6 +36,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -78,11 +85,8 @@ __device__ __forceinline__ u16 round_to(float f) {
     return h;
 }
 
-// silu(gate) * up of two fp32 sums, each rounded first as the product's output would be (and
-// the result once, as torch.compile's fused kernel for F.silu(gate) * up rounds it).
 template <bool BF16>
-__device__ __forceinline__ float rounded(float f) {
-    const u16 h = round_to<BF16>(f);
+__device__ __forceinline__ float to_float(u16 h) {
     float r;
     if (BF16) r = __uint_as_float((unsigned)h << 16);
     else asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
@@ -90,19 +94,51 @@ __device__ __forceinline__ float rounded(float f) {
 }
 
 template <bool BF16>
+__device__ __forceinline__ float rounded(float f) {
+    return to_float<BF16>(round_to<BF16>(f));
+}
+
+// silu(gate) * up of two fp32 sums, each rounded first as the product's output would be (and
+// the result once, as torch.compile's fused kernel for F.silu(gate) * up rounds it).
+template <bool BF16>
 __device__ __forceinline__ u16 glu(float gate, float up) {
     const float a = rounded<BF16>(gate), b = rounded<BF16>(up);
     return round_to<BF16>(a / (1.f + expf(-a)) * b);
+}
+
+
+// Two packed values times two packed weights, each product rounded to the dtype (one
+// instruction: a*b + -0 is a*b exactly).
+template <bool BF16>
+__device__ __forceinline__ unsigned mul2(unsigned a, unsigned b) {
+    unsigned r;
+    if (BF16) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u));
+    else asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint4 mul8(uint4 a, uint4 b) {
+    return make_uint4(mul2<BF16>(a.x, b.x), mul2<BF16>(a.y, b.y), mul2<BF16>(a.z, b.z), mul2<BF16>(a.w, b.w));
 }
 
 // y[M, N] = x[M, K] @ w[N, K]^T. Grid: N / 16 blocks of WARPS warps; NT tiles of 8 rows of x
 // (M <= 8 * NT); K % (32 * U * WARPS) == 0; rows of x and w 16-byte aligned.
 // GLU: w is [gate; up] (N = 2 I) and y [M, I] = silu(x @ gate^T) * (x @ up^T); a block takes 8
 // gate rows as the MMA's low 8 rows and the same 8 up rows as its high 8 (grid: I / 8 blocks).
-template <int NT, int WARPS, int U, bool BF16, bool GLU>
+// NORM: x is the residual stream h, and the product is RMSNorm(h) @ w^T: row r's sum of squares
+// is the sum of part[p * ldp + r] over p < P (what a RES kernel wrote); each value of x is
+// multiplied by nw (the norm's weight [K]) as it is loaded (rounded to the dtype, one packed
+// instruction per two values) and each row's sums by its 1 / rms before they are rounded. (The
+// model rounds h / rms, then nw times that: the same sum, rounded once instead of twice.)
+// RES: y = res + x @ w^T (rounded as torch adds two tensors of the dtype), and the block writes
+// its 16 features' sum of squares of y for each row to part_out[blockIdx.x * M + row].
+template <int NT, int WARPS, int U, bool BF16, bool GLU, bool NORM, bool RES>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y,
-       int M, int N, int K, int ldx, int ldy) {
+       int M, int N, int K, int ldx, int ldy,
+       const float* __restrict__ part, int P, int ldp, const u16* __restrict__ nw, float eps,
+       const u16* __restrict__ res, int ldr, float* __restrict__ part_out) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int row0 = GLU ? blockIdx.x * 8 : blockIdx.x * 16;
@@ -123,18 +159,45 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[t][r] = 0.f;
 
-    for (int k = 0; k < chunk; k += 32 * U) {
-        uint4 a[U], b[U], v[U][NT];
+    uint4 a[U], b[U];
+    // (The first weights are loaded before the norm's sums are fetched.)
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            a[u] = load_stream(lo + (k + 32 * u) / 8);
-            b[u] = load_stream(hi + (k + 32 * u) / 8);
+    for (int u = 0; u < U; ++u) {
+        a[u] = load_stream(lo + 4 * u);
+        b[u] = load_stream(hi + 4 * u);
+    }
+    // NORM: each warp's row of partial sums is fetched now and added after the loop (its 1 / rms
+    // is needed only by the epilogue), where a warp has a row and the lane's share fits PRE.
+    constexpr int PRE = 8;
+    const bool early = NORM && NT * 8 <= WARPS && P <= 32 * PRE;
+    float pre[PRE];
+#pragma unroll
+    for (int i = 0; i < PRE; ++i)
+        pre[i] = early && warp < M && lane + 32 * i < P ? part[(size_t)(lane + 32 * i) * ldp + warp] : 0.f;
+    const uint4* nws = reinterpret_cast<const uint4*>(nw + begin);
+
+    for (int k = 0; k < chunk; k += 32 * U) {
+        uint4 v[U][NT];
+        if (k) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                a[u] = load_stream(lo + (k + 32 * u) / 8);
+                b[u] = load_stream(hi + (k + 32 * u) / 8);
+            }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int t = 0; t < NT; ++t)
                 v[u][t] = live[t] ? load_cached(xs[t] + (k + 32 * u) / 8) : make_uint4(0, 0, 0, 0);
+        if (NORM) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const uint4 s = load_cached(nws + (k + 32 * u) / 8);
+#pragma unroll
+                for (int t = 0; t < NT; ++t) v[u][t] = mul8<BF16>(v[u][t], s);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -144,8 +207,37 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
             }
     }
 
+    __shared__ float scales[NORM ? NT * 8 : 1];
+    if (NORM) {
+        // 1 / rms of each row: its partial sums added in a fixed order (deterministic).
+        for (int r = warp; r < NT * 8; r += WARPS) {
+            float s = 0.f;
+            if (early) {
+#pragma unroll
+                for (int i = 0; i < PRE; ++i) s += pre[i];
+            } else if (r < M) {
+                for (int p = lane; p < P; p += 32) s += part[(size_t)p * ldp + r];
+            }
+#pragma unroll
+            for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+            if (lane == 0) scales[r] = rsqrtf(s / K + eps);
+        }
+        __syncthreads();
+    }
+
     // acc[t][r]: feature row0 + g + 8 * (r >= 2), token t * 8 + 2 * q + (r & 1) (GLU: r < 2 the
     // gate's, r >= 2 the up's of feature row0 + g).
+    __shared__ float squares[RES ? NT * 8 : 1][16];
+    // y at (token, row0 + f) from its fp32 sum (RES: plus the residual, its square kept).
+    auto store = [&](int token, int f, float sum) {
+        u16 out = round_to<BF16>(NORM ? sum * scales[token] : sum);
+        if (RES) {
+            out = round_to<BF16>(to_float<BF16>(res[(size_t)token * ldr + row0 + f]) + to_float<BF16>(out));
+            const float o = to_float<BF16>(out);
+            squares[token][f] = o * o;
+        }
+        y[(size_t)token * ldy + row0 + f] = out;
+    };
     if (WARPS == 1) {
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -153,40 +245,54 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
             for (int r = 0; r < 4; ++r) {
                 const int token = t * 8 + 2 * q + (r & 1);
                 if (GLU) {
-                    if (r < 2 && token < M) y[(size_t)token * ldy + row0 + g] = glu<BF16>(acc[t][r], acc[t][r + 2]);
+                    const float sc = NORM && token < M ? scales[token] : 1.f;
+                    if (r < 2 && token < M) y[(size_t)token * ldy + row0 + g] = glu<BF16>(acc[t][r] * sc, acc[t][r + 2] * sc);
                 } else if (token < M) {
-                    y[(size_t)token * ldy + row0 + g + 8 * (r >> 1)] = round_to<BF16>(acc[t][r]);
+                    store(token, g + 8 * (r >> 1), acc[t][r]);
                 }
             }
-        return;
-    }
-    __shared__ float partial[WARPS][NT * 4][32];
+    } else {
+        __shared__ float partial[WARPS][NT * 4][32];
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
+        for (int t = 0; t < NT; ++t)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) partial[warp][t * 4 + r][lane] = acc[t][r];
-    __syncthreads();
-    if (GLU) {
-        for (int e = threadIdx.x; e < NT * 2 * 32; e += WARPS * 32) {
-            const int l = e & 31, r = (e >> 5) & 1, t = e >> 6, reg = t * 4 + r;
-            const int token = t * 8 + 2 * (l & 3) + r;
-            float gate = 0.f, up = 0.f;
+            for (int r = 0; r < 4; ++r) partial[warp][t * 4 + r][lane] = acc[t][r];
+        __syncthreads();
+        if (GLU) {
+            for (int e = threadIdx.x; e < NT * 2 * 32; e += WARPS * 32) {
+                const int l = e & 31, r = (e >> 5) & 1, t = e >> 6, reg = t * 4 + r;
+                const int token = t * 8 + 2 * (l & 3) + r;
+                float gate = 0.f, up = 0.f;
 #pragma unroll
-            for (int s = 0; s < WARPS; ++s) {
-                gate += partial[s][reg][l];
-                up += partial[s][reg + 2][l];
+                for (int s = 0; s < WARPS; ++s) {
+                    gate += partial[s][reg][l];
+                    up += partial[s][reg + 2][l];
+                }
+                if (token < M) {
+                    const float sc = NORM ? scales[token] : 1.f;
+                    y[(size_t)token * ldy + row0 + (l >> 2)] = glu<BF16>(gate * sc, up * sc);
+                }
             }
-            if (token < M) y[(size_t)token * ldy + row0 + (l >> 2)] = glu<BF16>(gate, up);
+            return;
         }
-        return;
-    }
-    for (int e = threadIdx.x; e < NT * 4 * 32; e += WARPS * 32) {
-        const int reg = e >> 5, l = e & 31, t = reg >> 2, r = reg & 3;
-        const int token = t * 8 + 2 * (l & 3) + (r & 1);
-        float sum = 0.f;
+        for (int e = threadIdx.x; e < NT * 4 * 32; e += WARPS * 32) {
+            const int reg = e >> 5, l = e & 31, t = reg >> 2, r = reg & 3;
+            const int token = t * 8 + 2 * (l & 3) + (r & 1);
+            float sum = 0.f;
 #pragma unroll
-        for (int s = 0; s < WARPS; ++s) sum += partial[s][reg][l];
-        if (token < M) y[(size_t)token * ldy + row0 + (l >> 2) + 8 * (r >> 1)] = round_to<BF16>(sum);
+            for (int s = 0; s < WARPS; ++s) sum += partial[s][reg][l];
+            if (token < M) store(token, (l >> 2) + 8 * (r >> 1), sum);
+        }
+    }
+    if (RES) {
+        // Each row's sum of squares over this block's 16 features, in a fixed order.
+        __syncthreads();
+        for (int token = threadIdx.x; token < M; token += WARPS * 32) {
+            float s = 0.f;
+#pragma unroll
+            for (int f = 0; f < 16; ++f) s += squares[token][f];
+            part_out[(size_t)blockIdx.x * M + token] = s;
+        }
     }
 }
 """
@@ -250,8 +356,10 @@ def _tiles(m: int) -> int:
     return 1 if m <= 8 else 2 if m <= 16 else 4 if m <= 32 else 8
 
 
-def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool, glu: bool = False) -> str:
-    return f"skinny<{tiles}, {warps}, {unroll}, {'true' if bf16 else 'false'}, {'true' if glu else 'false'}>"
+def kernel_name(tiles: int, warps: int, unroll: int, bf16: bool, glu: bool = False, norm: bool = False,
+                residual: bool = False) -> str:
+    flags = ", ".join("true" if f else "false" for f in (bf16, glu, norm, residual))
+    return f"skinny<{tiles}, {warps}, {unroll}, {flags}>"
 
 
 def fits(tiles: int, warps: int) -> bool:
@@ -288,20 +396,39 @@ def available() -> str | None:
 
 def usable(x: torch.Tensor, weight: torch.Tensor, glu: bool = False) -> bool:
     """Whether `linear` (`glu`: `glu_linear`) takes this product (else F.linear does)."""
-    if not (x.is_cuda and weight.is_cuda and x.dtype == weight.dtype and x.dtype in (torch.bfloat16, torch.float16)):
+    k = weight.shape[-1]
+    # (no data_ptr() here: torch.compile traces this; launch checks the weight's alignment)
+    return x.is_cuda and x.shape[-1] == k and takes_rows(x.numel() // k if k else 0, x.dtype, weight, glu)
+
+
+def takes_rows(m: int, dtype: torch.dtype, weight: torch.Tensor, glu: bool = False) -> bool:
+    """Whether the kernel takes m rows of `dtype` times this weight (see usable)."""
+    if not (weight.is_cuda and dtype == weight.dtype and dtype in (torch.bfloat16, torch.float16)):
         return False
     n, k = weight.shape
-    m = x.numel() // k if k else 0
-    # (no data_ptr() here: torch.compile traces this; launch checks the weight's alignment)
     return (0 < m <= MAX_ROWS and n % (2 * ROWS_PER_BLOCK if glu else ROWS_PER_BLOCK) == 0 and k % 32 == 0
-            and weight.is_contiguous() and x.shape[-1] == k and faster_than_cublas(m, n, k))
+            and weight.is_contiguous() and faster_than_cublas(m, n, k))
+
+
+class Norm(NamedTuple):
+    """RMSNorm applied by the kernel to its input x (the residual stream h) as it reads it:
+    `part` [P, rows] holds each row's sum of squares in P parts (what a `residual` launch
+    writes; a [1, rows] tensor of whole sums does too), `weight` [K] is the norm's weight (x's
+    dtype) and `eps` its epsilon."""
+
+    part: torch.Tensor
+    weight: torch.Tensor
+    eps: float
 
 
 def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unroll: int | None = None,
-           glu: bool = False) -> torch.Tensor:
+           glu: bool = False, norm: Norm | None = None, residual: torch.Tensor | None = None):
     """y = x @ weight^T for x [..., K] of at most KERNEL_ROWS rows (N a multiple of 16, K of
     32); `glu`: weight is [gate; up] (N a multiple of 32) and y = silu(x @ gate^T) * (x @ up^T),
-    [..., N / 2]; `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
+    [..., N / 2]; `norm`: the product is RMSNorm(x) @ weight^T (see Norm); `residual` (x's rows
+    by N, not with glu): returns (residual + x @ weight^T, part), part [N / 16, rows] the sums of
+    squares of the result's rows over each 16 features (a later launch's Norm.part).
+    `warps`/`unroll` override the tuned choice (benchmarks/decode_kernels.py)."""
     n, k = weight.shape
     if x.shape[-1] != k:
         raise ValueError(f"x's last dimension {x.shape[-1]} is not the weight's K = {k}")
@@ -329,12 +456,38 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
 
     out = n // 2 if glu else n
     y = torch.empty(m, out, device=x.device, dtype=x.dtype)
+    part = nw = res = part_out = None
+    eps, ldp, ldr = 0.0, 0, 0
+    if norm is not None:
+        part, nw, eps = norm
+        if part.dtype != torch.float32 or part.dim() != 2 or part.shape[1] != m or (m > 1 and part.stride(1) != 1):
+            raise ValueError(f"a norm's sums of squares are fp32 [parts, {m} rows] with unit stride along rows, "
+                             f"not {part.dtype} {tuple(part.shape)}")
+        nw = nw.contiguous()
+        if nw.shape != (k,) or nw.dtype != x.dtype or nw.device != x.device:
+            raise ValueError(f"a norm's weight is [{k}] of {x.dtype}, not {nw.dtype} {tuple(nw.shape)}")
+        ldp = part.stride(0)
+    if residual is not None:
+        if glu:
+            raise ValueError("the skinny kernel adds a residual to a plain product, not to the SwiGLU form")
+        res = residual.reshape(-1, n)
+        if res.shape[0] != m or res.dtype != x.dtype or res.stride(-1) != 1 or res.device != x.device:
+            raise ValueError(f"the residual is [{m}, {n}] of {x.dtype}, not {res.dtype} {tuple(residual.shape)}")
+        ldr = res.stride(0)
+        part_out = torch.empty(n // ROWS_PER_BLOCK, m, device=x.device, dtype=torch.float32)
+    null = np.uint64(0)
     with cupy.cuda.Device(x.device.index), _stream(torch.cuda.current_stream(x.device).cuda_stream):
-        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16, glu), x.device.index)
+        kernel = _function(kernel_name(_tiles(m), warps, unroll, x.dtype == torch.bfloat16, glu, norm is not None,
+                                       residual is not None), x.device.index)
         kernel((n // ROWS_PER_BLOCK,), (32 * warps,),
                (np.uint64(weight.data_ptr()), np.uint64(rows.data_ptr()), np.uint64(y.data_ptr()),
-                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(out)))
-    return y.view(*x.shape[:-1], out)
+                np.int32(m), np.int32(n), np.int32(k), np.int32(rows.stride(0)), np.int32(out),
+                null if part is None else np.uint64(part.data_ptr()), np.int32(0 if part is None else part.shape[0]),
+                np.int32(ldp), null if nw is None else np.uint64(nw.data_ptr()), np.float32(eps),
+                null if res is None else np.uint64(res.data_ptr()), np.int32(ldr),
+                null if part_out is None else np.uint64(part_out.data_ptr())))
+    y = y.view(*x.shape[:-1], out)
+    return y if residual is None else (y, part_out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -380,3 +533,31 @@ def glu_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 @glu_linear.register_fake
 def _(x, weight):
     return x.new_empty(*x.shape[:-1], weight.shape[0] // 2)
+
+
+@torch.library.custom_op("dice::skinny_norm_linear", mutates_args=())
+def norm_linear(h: torch.Tensor, part: torch.Tensor, norm_weight: torch.Tensor, weight: torch.Tensor, eps: float,
+                glu: bool = False) -> torch.Tensor:
+    """RMSNorm(h) @ weight^T (`glu`: its SwiGLU form) with the norm applied as the kernel reads
+    h: part [P, rows] the rows' sums of squares in parts (see Norm); one kernel where the step
+    ran the norm and the product; norm_usable(...) must hold."""
+    return launch(h, weight, glu=glu, norm=Norm(part, norm_weight, eps))
+
+
+@norm_linear.register_fake
+def _(h, part, norm_weight, weight, eps, glu=False):
+    return h.new_empty(*h.shape[:-1], weight.shape[0] // 2 if glu else weight.shape[0])
+
+
+@torch.library.custom_op("dice::skinny_residual_linear", mutates_args=())
+def residual_linear(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(residual + x @ weight^T, part): the product and the residual add in one kernel, with the
+    result's sums of squares in N / 16 parts for the next norm_linear; usable(x, weight) must hold."""
+    return launch(x, weight, residual=residual)
+
+
+@residual_linear.register_fake
+def _(x, weight, residual):
+    m = x.numel() // x.shape[-1]
+    return x.new_empty(*x.shape[:-1], weight.shape[0]), x.new_empty(weight.shape[0] // ROWS_PER_BLOCK, m,
+                                                                    dtype=torch.float32)

@@ -14,16 +14,22 @@ from engine.types import EngineError
 from .conftest import random_model, tiny_sdar_config
 
 
+# The forms launch() asks for: plain, SwiGLU, each with the norm applied as x is read, and the
+# plain one with the residual added.
+FORMS = [(False, False, False), (True, False, False), (False, True, False), (True, True, False), (False, False, True)]
+
+
 def instantiations() -> list[str]:
-    return [skinny.kernel_name(t, w, u, b, glu) for t in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16) for u in (1, 2, 4)
-            for b in (True, False) for glu in (False, True) if skinny.fits(t, w)]
+    return [skinny.kernel_name(t, w, u, b, *form) for t in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16) for u in (1, 2, 4)
+            for b in (True, False) for form in FORMS if skinny.fits(t, w)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_instantiation_compiles_with_nvcc(tmp_path, arch):
     from profiler.compile import CompilerMissing, nvcc_check
 
-    explicit = "".join(f"template __global__ void {name}(const u16*, const u16*, u16*, int, int, int, int, int);\n"
+    explicit = "".join(f"template __global__ void {name}(const u16*, const u16*, u16*, int, int, int, int, int, "
+                       "const float*, int, int, const u16*, float, const u16*, int, float*);\n"
                        for name in instantiations())
     try:
         diagnostics = nvcc_check(skinny.SOURCE + explicit, "skinny.cu", arch=arch, flags=("-std=c++17",))

@@ -64,6 +64,59 @@ def test_the_glu_form_is_silu_of_gate_times_up(dtype, m, i, k, warps):
     assert ours <= 1.5 * theirs + 1e-3 * exact.abs().max().item(), (ours, theirs)
 
 
+def rms_norm(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    from engine.model import RMSNorm
+
+    norm = RMSNorm(h.shape[-1], 1e-6).to(h.device)
+    norm.weight.data = weight
+    return norm(h)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [1, 3, 8, 13])
+@pytest.mark.parametrize("n,k", [(4096, 2048), (160, 96)])
+@pytest.mark.parametrize("glu", [False, True])
+@pytest.mark.parametrize("parts", ["whole", "by 16"])
+def test_the_norm_form_is_the_models_rmsnorm_then_the_product(dtype, m, n, k, glu, parts):
+    """norm_linear(h, part, ...) against RMSNorm then the product, both measured against the fp32
+    computation, with the rows' sums of squares given whole or in parts of 16 features."""
+    g = torch.Generator(device="cuda").manual_seed(m * n + k + glu)
+    h = torch.randn(m, k, device="cuda", dtype=dtype, generator=g) * 3
+    nw = (1 + 0.2 * torch.randn(k, device="cuda", generator=g)).to(dtype)
+    w = torch.randn(n, k, device="cuda", dtype=dtype, generator=g) * 0.05
+    squares = h.float().square()
+    part = squares.sum(-1)[None] if parts == "whole" else squares.view(m, k // 16, 16).sum(-1).t().contiguous()
+    got = skinny.norm_linear(h, part, nw, w, 1e-6, glu)
+    theirs = skinny.launch(rms_norm(h, nw), w, glu=glu)
+    assert got.shape == theirs.shape and got.dtype == dtype
+    x32 = h.float() * torch.rsqrt(squares.mean(-1, keepdim=True) + 1e-6) * nw.float()
+    exact = x32 @ w.float().t()
+    if glu:
+        gate, up = exact.chunk(2, dim=-1)
+        exact = F.silu(gate) * up
+    ours, model = (got.float() - exact).abs().max().item(), (theirs.float() - exact).abs().max().item()
+    assert ours <= 1.5 * model + 2e-3 * exact.abs().max().item(), (ours, model)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [1, 4, 8, 13])
+@pytest.mark.parametrize("warps", [None, 1])
+def test_the_residual_form_adds_as_torch_does_and_sums_the_squares(dtype, m, warps):
+    g = torch.Generator(device="cuda").manual_seed(m)
+    x = torch.randn(m, 2048, device="cuda", dtype=dtype, generator=g)
+    w = torch.randn(2048, 2048, device="cuda", dtype=dtype, generator=g) * 0.02
+    residual = torch.randn(m, 2048, device="cuda", dtype=dtype, generator=g) * 4
+    h, part = skinny.launch(x, w, warps, None if warps is None else 1, residual=residual)
+    # The same sums as the plain form, rounded, then added in the dtype as `residual + y` is.
+    assert torch.equal(h, residual + skinny.launch(x, w, warps, None if warps is None else 1))
+    assert part.shape == (2048 // 16, m) and part.dtype == torch.float32
+    torch.testing.assert_close(part, h.float().square().view(m, 128, 16).sum(-1).t(), rtol=1e-5, atol=1e-5)
+    # The parts are what the norm form reads: the next projection of the same stream.
+    nw = torch.ones(2048, device="cuda", dtype=dtype)
+    ours = skinny.norm_linear(h, part, nw, w, 1e-6)
+    torch.testing.assert_close(ours.float(), skinny.launch(rms_norm(h, nw), w).float(), rtol=0.02, atol=0.02)
+
+
 def test_every_tile_choice_gives_the_same_products():
     g = torch.Generator(device="cuda").manual_seed(6144)
     x = torch.randn(8, 6144, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -128,9 +181,15 @@ def bf16_model():
 
 
 def test_the_skinny_path_runs_the_kernel_and_agrees_with_the_plain_path(bf16_model, monkeypatch):
-    calls = []
+    calls, forms = [], []
     launch = skinny.launch
-    monkeypatch.setattr(skinny, "launch", lambda *a, **kw: calls.append(tuple(a[1].shape)) or launch(*a, **kw))
+
+    def counted(*a, **kw):
+        calls.append(tuple(a[1].shape))
+        forms.append((kw.get("norm") is not None, kw.get("residual") is not None))
+        return launch(*a, **kw)
+
+    monkeypatch.setattr(skinny, "launch", counted)
     shapes = {tuple(p.shape) for name, p in bf16_model.named_parameters()
               if name.endswith(("qkv_proj.weight", "o_proj.weight", "gate_up_proj.weight", "down_proj.weight"))}
     shapes.add(tuple(bf16_model.lm_head.weight.shape))
@@ -142,6 +201,15 @@ def test_the_skinny_path_runs_the_kernel_and_agrees_with_the_plain_path(bf16_mod
         assert skinny_distance <= max(3 * decode_distance, 0.02), (n, skinny_distance, decode_distance)
         if n == 1:  # every projection of a batch-1 step, the vocabulary's included, on the kernel
             assert set(calls[before:]) == shapes
+            # ... as a fused step: each layer's attention norm in its qkv product, the residual
+            # add before it in the down product.
+            layers = bf16_model.config.num_hidden_layers
+            kinds = set(zip(calls[before:], forms[before:]))
+            attention, mlp = bf16_model.model.layers[0].self_attn, bf16_model.model.layers[0].mlp
+            assert (tuple(attention.qkv_proj.weight.shape), (True, False)) in kinds
+            assert (tuple(mlp.down_proj.weight.shape), (False, True)) in kinds
+            norms, adds = (sum(f[i] for f in forms[before:]) for i in (0, 1))
+            assert norms == adds and adds % layers == 0 and adds > 0
         else:  # 8 candidates: 64 rows, cuBLAS's
             assert calls[before:] == []
 

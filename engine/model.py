@@ -538,8 +538,11 @@ class SDARForCausalLM(nn.Module):
         """Whether this call runs its layers as a fused step: each layer's first RMSNorm applied
         by its qkv projection and its last residual add done by its down projection (the skinny
         kernel's norm and residual forms), one norm kernel a layer fewer. Only where that kernel
-        takes all of a layer's products (a batch-1 step's few rows in bf16/fp16 on a GPU)."""
-        if not (FUSED_NORMS and projections == "skinny" and x.is_cuda and self.model.layers):
+        takes all of a layer's products (a batch-1 step's few rows in bf16 on a GPU; not fp16,
+        whose range the norm's weight times an unnormalized outlier of the residual stream could
+        leave, where the model multiplies the weight by the normalized value)."""
+        if not (FUSED_NORMS and projections == "skinny" and x.is_cuda and x.dtype == torch.bfloat16
+                and self.model.layers):
             return False
         from engine import skinny
 

@@ -106,7 +106,6 @@ __device__ __forceinline__ u16 glu(float gate, float up) {
     return round_to<BF16>(a / (1.f + expf(-a)) * b);
 }
 
-
 // Two packed values times two packed weights, each product rounded to the dtype (one
 // instruction: a*b + -0 is a*b exactly).
 template <bool BF16>
@@ -464,8 +463,9 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
             raise ValueError(f"a norm's sums of squares are fp32 [parts, {m} rows] with unit stride along rows, "
                              f"not {part.dtype} {tuple(part.shape)}")
         nw = nw.contiguous()
-        if nw.shape != (k,) or nw.dtype != x.dtype or nw.device != x.device:
-            raise ValueError(f"a norm's weight is [{k}] of {x.dtype}, not {nw.dtype} {tuple(nw.shape)}")
+        if nw.shape != (k,) or nw.dtype != x.dtype or nw.device != x.device or nw.data_ptr() % 16:
+            raise ValueError(f"a norm's weight is [{k}] of {x.dtype}, 16-byte aligned (read in 16-byte loads), "
+                             f"not {nw.dtype} {tuple(nw.shape)}")
         ldp = part.stride(0)
     if residual is not None:
         if glu:

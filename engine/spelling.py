@@ -79,6 +79,15 @@ class _Parser:
     def __init__(self, text: str):
         self.text = text
         self.toks = _tokens(text)
+        # Each bracket's closing one (any kind closes any: a tolerant reader), found once: a
+        # broken file's thousands of unclosed brackets would each rescan the rest of the text.
+        self.closing: dict[int, int] = {}
+        opened: list[int] = []
+        for j, (t, _, _) in enumerate(self.toks):
+            if t in CLOSE:
+                opened.append(j)
+            elif t in CLOSE.values() and opened:
+                self.closing[opened.pop()] = j
 
     def expressions(self, i: int, end: int) -> list[Node]:
         """Every maximal expression in tokens i..end."""
@@ -109,16 +118,8 @@ class _Parser:
         return left, i
 
     def _closing(self, i: int, end: int) -> int:
-        depth = 0
-        for j in range(i, end):
-            t = self.toks[j][0]
-            if t in CLOSE:
-                depth += 1
-            elif t in CLOSE.values():
-                depth -= 1
-                if depth == 0:
-                    return j
-        return -1
+        j = self.closing.get(i, -1)
+        return j if j < end else -1
 
     def operand(self, i: int, end: int) -> tuple[Node | None, int]:
         if i >= end:
@@ -232,7 +233,15 @@ def _one(text: str) -> Node | None:
 
 @functools.lru_cache(maxsize=16)   # asked for each candidate of a fill
 def file_spelling(prefix: str, suffix: str) -> FileSpelling:
-    """What the code around a selection writes (FileSpelling)."""
+    """What the code around a selection writes (FileSpelling); nothing where its brackets
+    nest deeper than Python recurses (kept in the cache too: not read again per candidate)."""
+    try:
+        return _file_spelling(prefix, suffix)
+    except RecursionError:
+        return FileSpelling({}, {}, 0, 0, [])
+
+
+def _file_spelling(prefix: str, suffix: str) -> FileSpelling:
     # Runs of whitespace as one: the patterns below then never try the ways of splitting a run.
     code = _squeezed(_code(prefix) + "\n" + _code(suffix))
     parser = _Parser(code)
@@ -268,8 +277,21 @@ def _text_key(text: str, node: Node | None) -> str:
     return " ".join(t for t, _, _ in _tokens(text[node.start:node.end])) if node else ""
 
 
+# What a reordered expression must hold (a thread coordinate or a number) and must not (a
+# string, `sizeof`, a type's word as in a function-style cast `float(i)`): operands of `*` and
+# `+` commute for numbers, not for strings, matrices or other overloaded types.
+ARITHMETIC = re.compile(r"\b(?:threadIdx|blockIdx|blockDim|gridDim)\b|(?<![\w.])\.?\d")
+NOT_ARITHMETIC = re.compile(r"[\"']|\b(?:" + "|".join(sorted(NOT_OPERANDS)) + r")\b")
+
+
+def _reorderable(text: str) -> bool:
+    return bool(ARITHMETIC.search(text)) and not NOT_ARITHMETIC.search(text)
+
+
 def _render(text: str, node: Node, spelling: FileSpelling) -> str:
     """`node` of `text` in the file's spelling."""
+    if node.op and not _reorderable(text[node.start:node.end]):
+        node = Node(node.start, node.end, "", "", "", inner=[node.left, node.right])
     written = spelling.spellings.get(node.key) if node.op else None
     if written:
         best, count = written.most_common(1)[0]
@@ -294,10 +316,17 @@ def _render(text: str, node: Node, spelling: FileSpelling) -> str:
     return "".join(out)
 
 
+# A C cast before a unary operator, `(float)-x * s`: read as `(float) - x * s`, where a swap
+# would move the cast to the other operand; such fills are left as drawn.
+CAST_BEFORE_UNARY = re.compile(r"\(\s*(?:(?:const|volatile|unsigned|signed|long|short|struct)\s+)*[A-Za-z_]\w*"
+                               r"(?:\s*::\s*\w+)*\s*\**\s*\)\s*(?:[-+!~*&]|\+\+|--)")
+
+
 def respelled(fill: str, prefix: str, suffix: str) -> str:
     """`fill` in the spelling of the text around it (the module doc); `fill` itself where
-    that says nothing or it is not code this reads."""
-    if not fill.strip():
+    that says nothing or it is not code this reads (a preprocessor line: a macro's body
+    expands its arguments unbracketed; a cast before a unary operator)."""
+    if not fill.strip() or re.search(r"^\s*#", fill, re.MULTILINE) or CAST_BEFORE_UNARY.search(fill):
         return fill
     try:
         return _respelled(fill, prefix, suffix)
@@ -318,28 +347,30 @@ def _respelled(fill: str, prefix: str, suffix: str) -> str:
     return _declaration(_update(text, spelling), spelling, suffix)
 
 
+# What an update's target may be: a name with members and indices, nothing before it (a
+# keyword, a label, a comma expression) and no call or ++/-- in it (evaluated once either way).
+TARGET = re.compile(r"[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*|\s*\[[^\[\]();]*\])*")
+
+
+def _target(text: str) -> bool:
+    return bool(TARGET.fullmatch(text.strip())) and text.split()[0].split("[")[0] not in NOT_OPERANDS
+
+
 def _update(text: str, spelling: FileSpelling) -> str:
     """`x = x OP e;` and `x OP= e;` as the file writes its updates (the module doc)."""
     m = re.fullmatch(r"(\s*)([^;{}=]+?)(\s*)=(?!=)(\s*)([^;{}]*?)(\s*;\s*)", text)
-    if m and spelling.compound > spelling.spelt_out:
+    if m and spelling.compound > spelling.spelt_out and _target(m.group(2)):
         target = " ".join(t for t, _, _ in _tokens(m.group(2)))
         value = _one(m.group(5))
-        if value and value.op in COMPOUND and "(" not in target and "++" not in target and "--" not in target:
-            rhs = m.group(5)
-            if _text_key(rhs, value.left) == target:
-                rest = rhs[value.right.start:value.right.end]
-            elif value.op in COMMUTATIVE and _text_key(rhs, value.right) == target:
-                rest = rhs[value.left.start:value.left.end]
-                if value.left.op and BINARY[value.left.op] <= BINARY[value.op]:
-                    return text
-            else:
-                return text
+        # Only `x = x OP e` (not `x = e OP x`: `s = p + s` prepends where s is a string).
+        if value and value.op in COMPOUND and _text_key(m.group(5), value.left) == target:
+            rest = m.group(5)[value.right.start:value.right.end]
             return f"{m.group(1)}{m.group(2)}{m.group(3)}{value.op}={m.group(4)}{rest}{m.group(6)}"
     m = re.fullmatch(r"(\s*)([^;{}=]+?)(\s*)((?:[-+*/%&|^]|<<|>>))=(?!=)(\s*)([^;{}]*?)(\s*;\s*)", text)
-    if m and spelling.spelt_out > spelling.compound:
+    if m and spelling.spelt_out > spelling.compound and _target(m.group(2)):
         target, op = m.group(2), m.group(4)
         value = _one(m.group(6))
-        if value and not value.op and not re.search(r"\(|\+\+|--", target):
+        if value and not value.op:
             return f"{m.group(1)}{target}{m.group(3)}={m.group(5)}{target} {op} {m.group(6)}{m.group(7)}"
     return text
 
@@ -354,12 +385,20 @@ def _declaration(text: str, spelling: FileSpelling, suffix: str) -> str:
     quals = " ".join(m.group("quals").split())
     cast, inner = _cast_of(m.group("value"), kind)
     value = _one(inner)
-    if value is None:
+    if value is None or quals not in ("", "const"):   # volatile or register: kept as drawn
         return text
-    assigned = re.search(_word(m.group("name")) + r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*"
-                         + _word(m.group("name")) + "|" + _word(m.group("name")) + r"\s*(?:\+\+|--)", _code(suffix))
+    name = _word(m.group("name"))
+    # Whether the code after may change the name: assigned, incremented, its address taken or
+    # a reference bound to it, a member or element written, read into, or passed to a call (which may
+    # take it by reference: std::swap, atomicAdd(&x), asm outputs). Then no `const`.
+    changed = re.search(name + r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + name + "|" + name
+                        + r"\s*(?:\+\+|--|\.|->|\[)|&\s*" + name + r"|>>\s*" + name + r"|[(,]\s*" + name
+                        + r"\s*[,)]|&\s*[A-Za-z_]\w*\s*=\s*" + name, _code(suffix))
     forms = Counter((q, c) for q, k, c, v in spelling.declarations if k == kind and v == value.kind)
-    forms = Counter({(q, c): n for (q, c), n in forms.items() if not ("const" in q.split() and assigned)})
+    # Only `const` copied (not volatile or register), and not onto a pointer or reference
+    # (`const float* p` is a pointer to const).
+    forms = Counter({(q, c): n for (q, c), n in forms.items()
+                     if q in ("", "const") and not (q == "const" and (changed or re.search(r"[*&]", kind)))})
     if not forms:
         return text
     (file_quals, file_cast), count = forms.most_common(1)[0]

@@ -46,16 +46,18 @@ def test_nothing_changes_where_the_file_says_nothing_or_the_swap_would_reassocia
     tail = "\n}\n"
     for fill in ("y[i] = a * x[i] + y[i];", "int j = blockIdx.x * blockDim.x + threadIdx.x;", "", "}\n"):
         assert respelled(fill, head, tail) == fill
-    # The file adds `b + c` with c first, but `a + b + c` is (a + b) + c: moving c to the front
-    # would add in another order (floats round differently); a single pair still swaps.
-    head = "__global__ void k(float *o, float a, float b, float c) {\n    o[0] = c + b;\n    "
-    assert respelled("o[1] = a + b + c;", head, tail) == "o[1] = a + b + c;"
-    assert respelled("o[1] = b + c;", head, tail) == "o[1] = c + b;"
-    # A cast binds to its operand: `(double)a * b` is no `a * b` to swap (`(double)b * a` would
-    # multiply in another type).
-    head = "__global__ void k(double *o, float a, float b) {\n    o[0] = b * a;\n    "
-    assert respelled("o[1] = (double)a * b;", head, tail) == "o[1] = (double)a * b;"
-    assert respelled("o[1] = a * b;", head, tail) == "o[1] = b * a;"
+    # The file adds `b + 2.0f` with the number first, but `a + b + 2.0f` is (a + b) + 2.0f:
+    # moving it to the front would add in another order (floats round differently); a single
+    # pair still swaps.
+    head = "__global__ void k(float *o, float a, float b) {\n    o[0] = 2.0f + b;\n    "
+    assert respelled("o[1] = a + b + 2.0f;", head, tail) == "o[1] = a + b + 2.0f;"
+    assert respelled("o[1] = b + 2.0f;", head, tail) == "o[1] = 2.0f + b;"
+    # A cast binds to its operand: `(double)a * 2` is no `a * 2` to swap (`(double)2 * a` would
+    # multiply in another type); nor is `(float)-a * 2`, read as `(float) - a * 2`.
+    head = "__global__ void k(double *o, float a, float b) {\n    o[0] = 2 * a;\n    "
+    assert respelled("o[1] = (double)a * 2;", head, tail) == "o[1] = (double)a * 2;"
+    assert respelled("o[1] = (float)-a * 2;", head, tail) == "o[1] = (float)-a * 2;"
+    assert respelled("o[1] = a * 2;", head, tail) == "o[1] = 2 * a;"
     # `-` and `/` do not commute.
     head = "__global__ void k(float *o, float a, float b) {\n    o[0] = b - a;\n    "
     assert respelled("o[1] = a - b;", head, tail) == "o[1] = a - b;"
@@ -65,7 +67,8 @@ def test_updates_are_written_compound_or_spelt_out_as_the_file_writes_them():
     head = "__global__ void doublify(float *a, float *b)\n{\n    int idx = threadIdx.x;\n    b[idx] += 1.0f;\n    "
     tail = "\n    b[idx] *= a[idx];\n}\n"
     assert respelled("a[idx] = a[idx] * 2;", head, tail) == "a[idx] *= 2;"
-    assert respelled("a[idx] = 2 + a[idx];", head, tail) == "a[idx] += 2;"   # + commutes
+    # `x = e + x` is not `x += e` where + does not commute (a string prepends): kept.
+    assert respelled("a[idx] = 2 + a[idx];", head, tail) == "a[idx] = 2 + a[idx];"
     # Not the same update: (a * 2) + 1, a division's right operand, another element.
     for fill in ("a[idx] = a[idx] * 2 + 1;", "a[idx] = 2 / a[idx];", "a[idx + 1] = a[idx] * 2;"):
         assert respelled(fill, head, tail) == fill
@@ -132,3 +135,38 @@ def test_the_engine_hands_over_its_candidates_in_the_files_spelling(tiny_fim_che
                    "int yIndex = blockIdx.y * blockDim.y + threadIdx.y;"]
     greedy = model.infill(TRANSPOSE_HEAD, TRANSPOSE_TAIL, n=1, max_tokens=64, temperature=0.0)
     assert greedy[0].text == "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"
+
+
+def test_operands_are_reordered_only_where_they_are_numbers():
+    """Operands of * and + commute for numbers, not for strings or matrices (host code in a .cu,
+    overloaded operators): without a thread coordinate or a number in it, or with a string,
+    sizeof or a type's word, an expression keeps its order."""
+    tail = "\n}\n"
+    head = "void k() {\n    std::string a = ext + base;\n    Mat m = r * q;\n    o[0] = dx * (i);\n    int m2 = n * *p;\n    "
+    for fill in ("std::string b = base + ext;", "Mat w = q * r;", "o[1] = float(i) * dx;", "o[1] = sizeof(i) * dx;",
+                 "void *v = malloc(sizeof *p * n);"):
+        assert respelled(fill, head, tail) == fill
+    # A macro's body expands its arguments unbracketed: a preprocessor line is left alone.
+    head = "__global__ void k(int *o, int a) {\n    o[0] = 2 * a;\n    "
+    assert respelled("#define MUL(a) a*2\n", head, tail) == "#define MUL(a) a*2\n"
+
+
+def test_an_update_is_rewritten_only_when_its_target_is_a_plain_lvalue():
+    head = "__global__ void sum(const float *x, float *out, int n) {\n    float s = 0.0f;\n    s = s + x[0];\n    "
+    tail = "\n    out[0] = s;\n}\n"
+    for fill in ("else s += x[1];", "return s += 1;", "case 1: s += x[1];", "do s += 1;", "default: s -= 1;",
+                 "L: s *= 2;", "i, s += 2;"):
+        assert respelled(fill, head, tail) == fill
+    assert respelled("p->acc[2] += x[1];", head, tail) == "p->acc[2] = p->acc[2] + x[1];"
+
+
+def test_const_is_copied_only_where_nothing_after_can_change_the_name():
+    for tail in ("\n  atomicAdd(&index, 1);\n}\n", "\n  std::swap(index, other);\n}\n",
+                 "\n  std::cin >> index;\n}\n", "\n  int &r = index; r = 3;\n}\n"):
+        fill = "int index = blockIdx.x * blockDim.x + threadIdx.x;"
+        assert respelled(fill, LEAF_HEAD, tail) == fill, tail
+    # Only const is copied, onto a value (not a pointer: `const float* p` points to const), and a
+    # drawn volatile or register is kept as drawn.
+    head = "__global__ void k(float *a) {\n  const float* q = a + 2 * threadIdx.x;\n  volatile int v = threadIdx.x * 2;\n  "
+    for fill in ("float* p = a + 2 * threadIdx.x;", "int w = threadIdx.x * 2;", "volatile int w = 2 * threadIdx.x;"):
+        assert "const" not in respelled(fill, head, "\n  p[0] = 1.0f;\n}\n")

@@ -459,9 +459,10 @@ def launch(x: torch.Tensor, weight: torch.Tensor, warps: int | None = None, unro
     eps, ldp, ldr = 0.0, 0, 0
     if norm is not None:
         part, nw, eps = norm
-        if part.dtype != torch.float32 or part.dim() != 2 or part.shape[1] != m or (m > 1 and part.stride(1) != 1):
-            raise ValueError(f"a norm's sums of squares are fp32 [parts, {m} rows] with unit stride along rows, "
-                             f"not {part.dtype} {tuple(part.shape)}")
+        if (part.dtype != torch.float32 or part.dim() != 2 or part.shape[1] != m or (m > 1 and part.stride(1) != 1)
+                or part.device != x.device):
+            raise ValueError(f"a norm's sums of squares are fp32 [parts, {m} rows] on x's device with unit stride "
+                             f"along rows, not {part.dtype} {tuple(part.shape)} on {part.device}")
         nw = nw.contiguous()
         if nw.shape != (k,) or nw.dtype != x.dtype or nw.device != x.device or nw.data_ptr() % 16:
             raise ValueError(f"a norm's weight is [{k}] of {x.dtype}, 16-byte aligned (read in 16-byte loads), "

@@ -290,9 +290,8 @@ def _reorderable(text: str) -> bool:
 
 def _render(text: str, node: Node, spelling: FileSpelling) -> str:
     """`node` of `text` in the file's spelling."""
-    if node.op and not _reorderable(text[node.start:node.end]):
-        node = Node(node.start, node.end, "", "", "", inner=[node.left, node.right])
-    written = spelling.spellings.get(node.key) if node.op else None
+    reorder = bool(node.op) and _reorderable(text[node.start:node.end])
+    written = spelling.spellings.get(node.key) if reorder else None
     if written:
         best, count = written.most_common(1)[0]
         if count > sum(written.values()) - count:   # the file's commoner spelling
@@ -300,7 +299,7 @@ def _render(text: str, node: Node, spelling: FileSpelling) -> str:
     if node.op:
         left, right = _render(text, node.left, spelling), _render(text, node.right, spelling)
         between = text[node.left.end:node.right.start]
-        order = spelling.orders.get(node.kind)
+        order = spelling.orders.get(node.kind) if reorder else None
         if node.op in COMMUTATIVE and order and node.left.kind != node.right.kind \
                 and not (node.left.op and BINARY[node.left.op] == BINARY[node.op]):
             first, count = order.most_common(1)[0]

@@ -214,6 +214,17 @@ def test_the_skinny_path_runs_the_kernel_and_agrees_with_the_plain_path(bf16_mod
             assert calls[before:] == []
 
 
+def test_a_fused_step_is_a_few_bf16_rows_on_the_skinny_path(bf16_model):
+    """fuses_norms: the skinny path's few rows in bf16; not more rows (cuBLAS's), another
+    path, or fp16 (whose range the norm's weight times an unnormalized outlier could leave)."""
+    x = torch.zeros(1, 8, bf16_model.config.hidden_size, device="cuda", dtype=torch.bfloat16)
+    assert bf16_model.fuses_norms(x, "skinny")
+    assert not bf16_model.fuses_norms(x, "linear")
+    assert not bf16_model.fuses_norms(x.repeat(2, 1, 1), "skinny")
+    half = random_model(tiny_sdar_config(head_dim=16), std=0.1).cuda().half()
+    assert not half.fuses_norms(x.half(), "skinny")
+
+
 def test_the_skinny_path_in_fp32_gives_the_plain_paths_tokens():
     """An fp32 model keeps F.linear in every projection: the path gives the eager tokens."""
     model = random_model(tiny_sdar_config(head_dim=16)).cuda()

@@ -20,8 +20,8 @@ from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
                           initialized_declaration, inside_one_line, needed_names, redeclared, renamed_declaration,
-                          scope_of, starts_statement, type_family, uninitialized_declaration, unknown_names,
-                          usage_type, without_type)
+                          renamed_invented, scope_of, starts_statement, type_family, uninitialized_declaration,
+                          unknown_names, usage_type, without_type)
 from engine.spelling import respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
@@ -99,6 +99,15 @@ class LocalEngine(EngineBase):
                 drawn = self.decode_batch(replace(request, n=request.n * (FIM_OVERSAMPLE if sampled else 1)),
                                           on_progress, should_cancel)
                 drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
+                # A candidate that reads a name of its own where the function has one it never
+                # uses (engine.scope.renamed_invented) cannot compile as drawn; it is kept
+                # (ranked late), and a copy reading the function's name is added; a greedy
+                # fill, the one answer, is renamed in place.
+                renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
+                if sampled:
+                    drawn += [replace(c, text=r) for c, r in zip(drawn, renamed) if r]
+                else:
+                    drawn = [replace(c, text=r) if r else c for c, r in zip(drawn, renamed)]
                 if sampled:
                     drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
                 # Each in the file's spelling (engine.spelling): the same statement as the file

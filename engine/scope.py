@@ -580,6 +580,56 @@ def renamed_declaration(fill: str, name: str, prefix: str, suffix: str) -> str |
     return fill[:m.start("name")] + name + fill[m.end("name"):]
 
 
+def function_start(prefix: str) -> int | None:
+    """Where the header of the function the selection is in starts in `prefix` (after the
+    `;` or `}` that ends what comes before it at file level), or None where the selection is
+    not inside a brace block of the prefix."""
+    code, depth, opened, start = _code(prefix), 0, False, 0
+    for i, ch in enumerate(code):
+        if ch == "{":
+            opened = opened or depth == 0
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                start, opened = i + 1, False
+        elif ch == ";" and depth == 0:
+            start = i + 1
+    return start if opened else None
+
+
+def unused_names(prefix: str, suffix: str) -> set[str]:
+    """Names the function around the selection declares (its parameters, the locals before the
+    selection) that the code around the selection mentions nowhere but in their declaration:
+    code declares a name to use it, so such a name is one the selection may use (`denom` in
+    `func(float *a, int N, float minval, int denom)` whose body reads it nowhere else)."""
+    start = function_start(prefix)
+    if start is None:
+        return set()
+    around = _code(prefix) + "\n" + _code(suffix)
+    return {name for name in declared_names(prefix[start:]) if len(re.findall(_word(name), around)) == 1}
+
+
+def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:
+    """`fill` with its one invented name (a name used as a value that nothing around the
+    selection declares or mentions: unknown_names) replaced by the one name the function
+    declares and never uses (unused_names) that the fill does not use either: the small model
+    often writes the right statement with a name of its own (`(a[idx] - minval) / scale` in a
+    function whose unused parameter is `denom`). None where there is not exactly one of each,
+    where the invented name is called or in a string or comment, or where the fill declares
+    names (a declaration's name is engine.scope.renamed_declaration's)."""
+    invented = unknown_names(fill, scope_of(prefix, suffix))
+    if len(invented) != 1 or declared_names(fill):
+        return None
+    spare = [name for name in unused_names(prefix, suffix) if not re.search(_word(name), fill)]
+    if len(spare) != 1:
+        return None
+    code, word = COMMENT_OR_STRING.sub(" ", fill), _word(invented[0])
+    if len(re.findall(word, code)) != len(re.findall(word, fill)) or re.search(word + r"\s*[(<]", code):
+        return None
+    return re.sub(word, spare[0], fill)
+
+
 def without_type(fill: str) -> str:
     """`fill` without the type its first statement declares a name with, and without
     whitespace (`i=threadIdx.x;` for `const unsigned int i = threadIdx.x;` and for

@@ -342,3 +342,38 @@ def test_no_bare_declaration_for_a_name_read_in_its_own_assignment_or_set_under_
     assert uninitialized_declaration(["lo"], prefix, "\n  lo = max(n, lo);\n  out[0] = lo;\n}\n") is None
     assert uninitialized_declaration(["lo"], prefix, "\n  if (n) lo = 1;\n  out[0] = lo;\n}\n") is None
     assert uninitialized_declaration(["lo"], prefix, "\n  lo = n;\n  out[0] = lo;\n}\n") == "int64_t lo;"
+
+
+FUNC_PREFIX = ("__global__ void func(float *a, int N, float minval, int denom)\n{\n"
+               "int idx = threadIdx.x + blockIdx.x * blockDim.x;\nif (idx < N)\n    ")
+FUNC_SUFFIX = "\n}\n"
+
+
+def test_unused_names_are_the_function_names_read_nowhere_around_the_selection():
+    from engine.scope import function_start, unused_names
+
+    # a, minval and denom appear only where they are declared: the selection is where they are read.
+    assert unused_names(FUNC_PREFIX, FUNC_SUFFIX) == {"a", "minval", "denom"}
+    # Names of an earlier function are not this one's; outside a function there are none.
+    earlier = "__device__ float twice(float unused_arg) { return 2.0f; }\n"
+    assert unused_names(earlier + FUNC_PREFIX, FUNC_SUFFIX) == {"a", "minval", "denom"}
+    assert function_start(earlier + FUNC_PREFIX) == len(earlier) - 1
+    assert unused_names("int x = 1;\n", "\nint y = 2;\n") == set()
+    # Read in the suffix: not unused.
+    assert unused_names(FUNC_PREFIX, "\na[idx] /= denom;\n}\n") == {"minval"}
+
+
+def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
+    from engine.scope import renamed_invented
+
+    assert renamed_invented("a[idx] = (a[idx] - minval) / scale;", FUNC_PREFIX, FUNC_SUFFIX) == \
+        "a[idx] = (a[idx] - minval) / denom;"
+    # In scope already, called, in a string, two invented names, or a declaration: left alone.
+    assert renamed_invented("a[idx] = (a[idx] - minval) / denom;", FUNC_PREFIX, FUNC_SUFFIX) is None
+    assert renamed_invented("a[idx] = (a[idx] - minval) / norm(a[idx]);", FUNC_PREFIX, FUNC_SUFFIX) is None
+    assert renamed_invented('a[idx] = scale; printf("scale");', FUNC_PREFIX, FUNC_SUFFIX) is None
+    assert renamed_invented("a[idx] = (a[idx] - lo) / scale;", FUNC_PREFIX, FUNC_SUFFIX) is None
+    assert renamed_invented("float v = a[idx] / scale;", FUNC_PREFIX, FUNC_SUFFIX) is None
+    # Two names the function never uses: which one is meant is not known.
+    two = FUNC_PREFIX.replace("int denom", "int denom, int shift")
+    assert renamed_invented("a[idx] = (a[idx] - minval) / scale;", two, FUNC_SUFFIX) is None

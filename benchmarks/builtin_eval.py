@@ -76,6 +76,17 @@ def normalized(code: str) -> str:
     return " ".join(code.split())
 
 
+# C's tokens, near enough to compare two spellings of a statement: string and character
+# literals whole (their spaces count), words, and every other character on its own.
+TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|\w+|\S')
+
+
+def same_code(a: str, b: str) -> bool:
+    """`a` and `b` are the same code, whitespace aside: the same tokens (`(a[i]-m)/d` and
+    `(a[i] - m) / d` are; `int i` and `inti` are not)."""
+    return TOKEN.findall(a) == TOKEN.findall(b)
+
+
 def compiles(source: str) -> bool:
     from profiler.compile import nvcc_check  # tree-sitter and nvcc only where compiling
 
@@ -197,8 +208,8 @@ def fill_all(method: str, engine, cases: list[Case], max_tokens: int, seed: int)
             greedy = engine.infill(case.prefix, case.suffix, n=1, max_tokens=max_tokens, temperature=0.0)[0].text
         unique = list(dict.fromkeys(texts))
         ok = any(compiles(case.prefix + t + case.suffix) for t in unique)
-        exact = any(normalized(t) == normalized(case.middle) for t in unique)
-        fills.append(Fill(method, k, ok, exact, normalized(greedy) == normalized(case.middle), seconds, unique))
+        exact = any(same_code(t, case.middle) for t in unique)
+        fills.append(Fill(method, k, ok, exact, same_code(greedy, case.middle), seconds, unique))
         print(f"  {method:>8} case {k:3d} compiled={ok!s:5} exact={exact!s:5} {seconds:6.2f} s  "
               f"{case.middle!r} -> {unique[:2]!r}", flush=True)
     return fills
@@ -242,6 +253,33 @@ def measure_latency(engine, repeats: int, max_tokens: int) -> dict:
             "candidates": [c.text for c in several], "candidates_seconds": time.perf_counter() - started}
 
 
+def print_table(methods: dict[str, dict]) -> None:
+    print(f"\n| method | cases | a candidate compiles | a candidate exact | greedy exact "
+          f"| first {TARGET_CASES}: compiles / exact | median s per 4-candidate fill |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, s in methods.items():
+        print(f"| {name} | {s['cases']} | {s['compiled']:.0%} | {s['exact']:.0%} | {s['greedy_exact']:.0%} | "
+              f"{s['target_compiled']}/{TARGET_CASES} / {s['target_exact']}/{TARGET_CASES} | "
+              f"{s['seconds_median']:.2f} |")
+
+
+def rescore(record: Path) -> None:
+    """A record's candidates compared with their originals by this version's `same_code`
+    (records before 2026-12-04's session 16 compared whitespace runs, so `a-b` was not
+    `a - b`), the record rewritten in place. The greedy fill's text is not in a record: its
+    `greedy_exact` stays as recorded."""
+    report = json.loads(record.read_text())
+    fills = [Fill(**f) for f in report["fills"]]
+    for f in fills:
+        f.exact = any(same_code(t, report["cases"][f.case]["middle"]) for t in f.texts)
+    report["fills"] = [asdict(f) for f in fills]
+    report["methods"] = {m: summary([f for f in fills if f.method == m], report["target_cases"])
+                         for m in report["methods"]}
+    report["exact_compare"] = "tokens (same_code)"
+    record.write_text(json.dumps(report, indent=1))
+    print_table(report["methods"])
+
+
 def machine(device: str) -> str:
     import torch
 
@@ -267,7 +305,12 @@ def main() -> None:
     ap.add_argument("--latency-only", action="store_true", help="only time fills of examples/saxpy.cu")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--threads", type=int, help="torch CPU threads (default: the engine's choice)")
+    ap.add_argument("--rescore", type=Path, metavar="RECORD",
+                    help="only compare a record's candidates with the originals again (see rescore)")
     args = ap.parse_args()
+    if args.rescore:
+        rescore(args.rescore)
+        return
     import torch
 
     import engine
@@ -306,14 +349,9 @@ def main() -> None:
         report["methods"] = {m: summary([f for f in fills if f.method == m], target) for m in methods}
         report["target_cases"] = target
         report["fills"] = [asdict(f) for f in fills]
+        report["exact_compare"] = "tokens (same_code)"
         report["cases"] = [asdict(c) | {"prefix": c.prefix[len(PRELUDE):]} for c in cases]
-        print(f"\n| method | cases | a candidate compiles | a candidate exact | greedy exact "
-              f"| first {TARGET_CASES}: compiles / exact | median s per 4-candidate fill |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for name, s in report["methods"].items():
-            print(f"| {name} | {s['cases']} | {s['compiled']:.0%} | {s['exact']:.0%} | {s['greedy_exact']:.0%} | "
-                  f"{s['target_compiled']}/{TARGET_CASES} / {s['target_exact']}/{TARGET_CASES} | "
-                  f"{s['seconds_median']:.2f} |")
+        print_table(report["methods"])
     name = "builtin_latency" if args.latency_only else "builtin_eval" + (f"-{args.sources}" if args.sources else "")
     path = out_dir / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))

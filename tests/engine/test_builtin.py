@@ -86,3 +86,28 @@ def test_the_evaluation_script_runs_on_the_builtin_model(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     latency = json.loads((tmp_path / "builtin_latency.json").read_text())["latency"]
     assert latency["answer"].strip() and len(latency["candidates"]) == 4
+
+
+def test_the_evaluation_compares_fills_whitespace_aside_by_tokens(tmp_path):
+    """builtin_eval's exact match is the issue's "equal to the original, whitespace aside":
+    the same C tokens, so `(a[i]-m)/d` is `(a[i] - m) / d`, but a string's spaces count and
+    words stay apart; --rescore applies it to a saved record."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from builtin_eval import same_code
+
+    assert same_code("a[idx] = (a[idx] - minval) / denom;", "a[idx] = (a[idx]-minval)/denom;")
+    assert same_code("int  i =\n0 ;", "int i = 0;")
+    assert not same_code("int i = 0;", "inti = 0;")
+    assert not same_code('printf("a  b");', 'printf("a b");')
+    assert not same_code("a[i] *= 2;", "a[i] = a[i] * 2;")
+    record = {"methods": {"model": {}}, "target_cases": [0],
+              "cases": [{"middle": "y[i] = a*x[i];"}],
+              "fills": [{"method": "model", "case": 0, "compiled": True, "exact": False, "greedy_exact": False,
+                         "seconds": 1.0, "texts": ["y[i] = x[i];", "y[i] = a * x[i];"]}]}
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(record))
+    out = subprocess.run([sys.executable, "benchmarks/builtin_eval.py", "--rescore", str(path)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rescored = json.loads(path.read_text())
+    assert rescored["fills"][0]["exact"] and rescored["methods"]["model"]["target_exact"] == 1

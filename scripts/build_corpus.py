@@ -3,7 +3,10 @@
     python scripts/build_corpus.py [--out .corpus] [--generated 4000] [--ordinary 30000] [--tokenizer DIR]
 
 Steps, each skipped when its output is already there:
-1. fetch: `pip download` the pinned packages below (sdists or wheels) into OUT/downloads;
+1. fetch: `pip download` the pinned packages below (sdists or wheels) into OUT/downloads, and
+   the pinned Debian source packages (their `.orig` tarballs, checked against the SHA-256 of
+   Debian's `Sources` index, and the `.debian.tar.xz` with `debian/copyright`) from
+   deb.debian.org's pool into OUT/downloads/debian-pool, unpacked under OUT/downloads/NAME;
 2. collect: CUDA sources (.cu/.cuh, and headers that are clearly CUDA: they contain
    `__global__`, `__shared__` or `threadIdx`), plus kernels from scripts/generate_kernels.py
    and the ordinary kernels of scripts/ordinary_kernels.py;
@@ -33,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import urllib.request
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,6 +53,7 @@ HEADER_SUFFIXES = (".h", ".hpp", ".inl")
 CLEARLY_CUDA = re.compile(r"__global__|__shared__|threadIdx")
 MAX_FILE_BYTES = 200_000      # generated tables and amalgamations teach nothing useful
 VALID_PERCENT = 2
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ class Source:
     exclude: tuple[str, ...] = ()   # path globs not taken (other licences, generated code)
     include: tuple[str, ...] = ()   # path globs taken (default: every path)
     python_strings: bool = False    # the CUDA is in Python string literals (SourceModule, RawKernel)
+    # A Debian source package instead of a pip one: (pool path, SHA-256) of its tarballs, as
+    # debian_tarballs() picks them from the package's stanza in dists/*/{main,contrib}/source/Sources.xz.
+    # Its files are under downloads/NAME/orig/TARBALL/ (paths for include/exclude start there).
+    debian: tuple[tuple[str, str], ...] = ()
 
 
 SOURCES = [
@@ -85,6 +94,131 @@ SOURCES = [
            "https://pypi.org/project/torch-harmonics/"),
     Source("gsplat", "gsplat==1.5.3", True, "Apache-2.0", "https://pypi.org/project/gsplat/"),
     Source("torch-scatter", "torch-scatter==2.1.2", True, "MIT", "https://pypi.org/project/torch-scatter/"),
+    # --- Debian source packages (added 2026-12-04): upstream tarballs pinned by exact Debian version and
+    # SHA-256; each licence read from the package's debian/copyright and the files' own headers.
+    # darknet: debian/copyright says "GPL-3.0+ or MIT or WTFPL" for Files: *; taken under MIT (LICENSE.mit).
+    Source("darknet", "darknet 0.0.0+git20180914.61c9d02e-2 (Debian)", False,
+           "MIT (offered as GPL-3.0+ or MIT or WTFPL; LICENSE.mit, debian/copyright)",
+           f"{DEBIAN_MIRROR}/pool/main/d/darknet/",
+           debian=(("pool/main/d/darknet/darknet_0.0.0+git20180914.61c9d02e.orig.tar.xz",
+                    "ec536ae11853846aab96183d8ec18730a46cce71f7d935768d235029329f9e93"),
+                   ("pool/main/d/darknet/darknet_0.0.0+git20180914.61c9d02e-2.debian.tar.xz",
+                    "3d987cbe63e04ec6c106370fbcb9778b2a83cad810e132c27021e6227fd4d6e6"))),
+    Source("bart", "bart 1.0.00-2 (Debian)", False,
+           "BSD-3-Clause (debian/copyright; src/misc/ya_getopt BSD-2-Clause-Views, no CUDA there)",
+           f"{DEBIAN_MIRROR}/pool/main/b/bart/",
+           debian=(("pool/main/b/bart/bart_1.0.00.orig.tar.gz",
+                    "05eb050759436cb183d8c576a88967ad9d3a987270e68dcdb78663ba4d7ef1e0"),
+                   ("pool/main/b/bart/bart_1.0.00-2.debian.tar.xz",
+                    "21d7ed272b87c60be0ab011d4db6e214fa908a409f4b3b42772351c20f5acb93"))),
+    # dlib's 200 MB orig-dlib-models tarball (trained models, no code) is not fetched.
+    Source("dlib", "dlib 19.24+dfsg-1 (Debian)", False, "BSL-1.0 (Boost; debian/copyright)",
+           f"{DEBIAN_MIRROR}/pool/main/d/dlib/",
+           debian=(("pool/main/d/dlib/dlib_19.24+dfsg.orig.tar.bz2",
+                    "66b4263822a2ff91a3e769e501c7d7927a13089e178c1427ec19cb0475823cf6"),
+                   ("pool/main/d/dlib/dlib_19.24+dfsg-1.debian.tar.xz",
+                    "a8983fd91cbdc4500c4b2a5db9f50f46794c6d51cf773c368600db93604ef0b7"))),
+    Source("faiss", "faiss 1.7.3-2 (Debian)", False, "MIT (Expat; debian/copyright, LICENSE)",
+           f"{DEBIAN_MIRROR}/pool/main/f/faiss/",
+           debian=(("pool/main/f/faiss/faiss_1.7.3.orig.tar.gz",
+                    "3e4fac26d8c9e9008ecea4ae5fc414c658998fce4ba75835058b1a71d3516002"),
+                   ("pool/main/f/faiss/faiss_1.7.3-2.debian.tar.xz",
+                    "a351977533afa5575b21de74a58cacb66d846006b1ef971bed85e01e66eb7f94"))),
+    # OpenCV 4.10 and its contrib tarball (the cuda* modules); Files: * is "Apache-2.0 AND BSD-3-Clause",
+    # the CUDA files carry OpenCV's 3-clause BSD header; no file in a CUDA folder has another licence.
+    Source("opencv", "opencv 4.10.0+dfsg-9 (Debian; orig and orig-contrib)", False,
+           "Apache-2.0 AND BSD-3-Clause (debian/copyright; file headers: OpenCV's 3-clause BSD)",
+           f"{DEBIAN_MIRROR}/pool/main/o/opencv/",
+           debian=(("pool/main/o/opencv/opencv_4.10.0+dfsg.orig.tar.xz",
+                    "4ca619efbad524c550771ab110332fc81293fb720bd03980fe58bc15f9ca3be8"),
+                   ("pool/main/o/opencv/opencv_4.10.0+dfsg.orig-contrib.tar.xz",
+                    "bc499ce3a1421b2474c20cce9949a574311bb3b6a71a5527e00e6f71cdb646b9"),
+                   ("pool/main/o/opencv/opencv_4.10.0+dfsg-9.debian.tar.xz",
+                    "4aff1e822b34dd1c045930cdf9cb5e77063cbb7e88a1ad692c8807e3b6c07290"))),
+    # PyTorch (BSD-3-Clause; Files: caffe2/* Apache-2.0; UpSampleLinear1d.cu BSD-2-Clause). Left out by
+    # path: the files debian/copyright puts under GPL-3.0+ (c10/util/Array.h) or CC-BY-SA-4.0
+    # (ATen/detail/FunctionTraits.h), and the generated per-type instantiations of the flash and
+    # memory-efficient attention kernels.
+    Source("pytorch", "pytorch 2.6.0+dfsg-7 (Debian)", False,
+           "BSD-3-Clause (debian/copyright; caffe2: Apache-2.0; UpSampleLinear1d.cu: BSD-2-Clause)",
+           f"{DEBIAN_MIRROR}/pool/main/p/pytorch/",
+           exclude=("*/c10/util/Array.h", "*/ATen/detail/FunctionTraits.h", "*/third_party/*",
+                    "*/mem_eff_attention/kernels/*", "*/flash_attn/kernels/*"),
+           debian=(("pool/main/p/pytorch/pytorch_2.6.0+dfsg.orig.tar.xz",
+                    "099a9601bc40d67656e75735c44abedb0fbe92d08817852ab7472eebb7e6ddff"),
+                   ("pool/main/p/pytorch/pytorch_2.6.0+dfsg-7.debian.tar.xz",
+                    "3290d4e5168b6e44191882213f61ad41c134a912fe11a44364c2e74f81f68af0"))),
+    # NCCL: only the orig tarball is on the mirror (the .debian.tar.xz of 2.29.7-1-1 is not), so the licence
+    # is upstream's LICENSE.txt (Apache-2.0, parts BSD-3-Clause), matched by each file's SPDX line.
+    Source("nvidia-nccl", "nvidia-nccl 2.29.7-1-1 (Debian contrib; orig tarball)", False,
+           "Apache-2.0 (parts BSD-3-Clause; LICENSE.txt and SPDX headers)",
+           f"{DEBIAN_MIRROR}/pool/contrib/n/nvidia-nccl/",
+           debian=(("pool/contrib/n/nvidia-nccl/nvidia-nccl_2.29.7-1.orig.tar.gz",
+                    "e67239212c395bfdb398a7519491840d06fdf6b599c299f97c7ed0109777bba1"),)),
+    # PCL, ONNX Runtime and Open3D: only the orig tarball is on the mirror, so their licence is upstream's
+    # LICENSE file, checked against every collected file's header.
+    Source("pcl", "pcl 1.15.0+dfsg-2 (Debian; orig tarball)", False,
+           "BSD-3-Clause (LICENSE.txt; file headers, NVIDIA's NCV files in gpu/people too)",
+           f"{DEBIAN_MIRROR}/pool/main/p/pcl/",
+           debian=(("pool/main/p/pcl/pcl_1.15.0+dfsg.orig.tar.xz",
+                    "2a7258e2bdd298241eeb720f240832206945bc935d2e0003fd06bd8906f5fb7d"),)),
+    # ONNX Runtime: MIT; its CUDA kernels taken from FasterTransformer/TensorRT (Apache-2.0), CUTLASS and
+    # flash-attention (BSD-3-Clause) say so in their headers. The ROCm (HIP) copies are left out.
+    Source("onnxruntime", "onnxruntime 1.21.0+dfsg-1 (Debian; orig tarball)", False,
+           "MIT (LICENSE; some kernels Apache-2.0 or BSD-3-Clause by their headers)",
+           f"{DEBIAN_MIRROR}/pool/main/o/onnxruntime/", exclude=("*/rocm/*",),
+           debian=(("pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz",
+                    "32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"),)),
+    Source("open3d", "open3d 0.19.0-7 (Debian; orig tarball)", False,
+           "MIT (LICENSE; SPDX headers; the slab hash map's files also Apache-2.0)",
+           f"{DEBIAN_MIRROR}/pool/main/o/open3d/",
+           debian=(("pool/main/o/open3d/open3d_0.19.0.orig.tar.xz",
+                    "fb72d73f3c6a8699682d3330f25cc9da6c2436073c896e64786a3281df5a1d15"),)),
+    # COLMAP: only src/ (BSD-3-Clause, debian/copyright's BSD-3-clause-special); lib/PBA (GPL-3+) and
+    # lib/SiftGPU (its header: educational and non-profit use) are left out.
+    Source("colmap", "colmap 3.8-1 (Debian)", False, "BSD-3-Clause (debian/copyright; src/ only)",
+           f"{DEBIAN_MIRROR}/pool/main/c/colmap/", include=("*/src/*",),
+           debian=(("pool/main/c/colmap/colmap_3.8.orig.tar.gz",
+                    "02288f8f61692fe38049d65608ed832b31246e7792692376afb712fa4cef8775"),
+                   ("pool/main/c/colmap/colmap_3.8-1.debian.tar.xz",
+                    "809fd155053689e9a8666691b874ae1f218abccb5f8f627358d26ed78926a87f"))),
+    Source("hypre", "hypre 2.26.0-3 (Debian)", False, "Apache-2.0 OR MIT (debian/copyright; SPDX headers)",
+           f"{DEBIAN_MIRROR}/pool/main/h/hypre/",
+           debian=(("pool/main/h/hypre/hypre_2.26.0.orig.tar.gz",
+                    "c214084bddc61a06f3758d82947f7f831e76d7e3edeac2c78bb82d597686e05d"),
+                   ("pool/main/h/hypre/hypre_2.26.0-3.debian.tar.xz",
+                    "fb5cff595d3b98a8b3b65b8fa79119cb945e780481e571e9b60d192cd6e0975b"))),
+    Source("petsc", "petsc 3.18.5+dfsg1-1 (Debian)", False, "BSD-2-Clause (debian/copyright)",
+           f"{DEBIAN_MIRROR}/pool/main/p/petsc/",
+           debian=(("pool/main/p/petsc/petsc_3.18.5+dfsg1.orig.tar.xz",
+                    "e80001ace81706271c25701d3200e75cb62d69194f9e0ed85e4ae213eecb33b6"),
+                   ("pool/main/p/petsc/petsc_3.18.5+dfsg1-1.debian.tar.xz",
+                    "9383013c05342f2ba5128dee7010a1f43683670dc2003c01b87d9cd0b17c065d"))),
+    Source("sundials", "sundials 7.1.1+dfsg1-10 (Debian)", False,
+           "BSD-3-Clause (debian/copyright: BSD-3-clause-with-LLNS-notice; SPDX headers)",
+           f"{DEBIAN_MIRROR}/pool/main/s/sundials/",
+           debian=(("pool/main/s/sundials/sundials_7.1.1+dfsg1.orig.tar.xz",
+                    "8ed409272af77e958d0ac02fd72199d8643063faf2aa61811e5c615d7db5cf8e"),
+                   ("pool/main/s/sundials/sundials_7.1.1+dfsg1-10.debian.tar.xz",
+                    "050abde6085d14c8bc472303ae3f0fd49c4bc5f72c4a90a1df7586c2620ae654"))),
+    Source("opensubdiv", "opensubdiv 3.6.0-3 (Debian)", False, "Apache-2.0 (debian/copyright; Pixar's modified Apache 2.0)",
+           f"{DEBIAN_MIRROR}/pool/main/o/opensubdiv/",
+           debian=(("pool/main/o/opensubdiv/opensubdiv_3.6.0.orig.tar.xz",
+                    "09dcab919207361addeba64792e9ebd07dae65881ef205a75be68b087989434e"),
+                   ("pool/main/o/opensubdiv/opensubdiv_3.6.0-3.debian.tar.xz",
+                    "1efc0447df15a0a194b7d9d1715cf76db68a71a3d2de33b59db7a6f0aa040d45"))),
+    # More PyPI sdists (added 2026-12-04); licences from LICENSE / PKG-INFO and the files' headers.
+    Source("fairseq", "fairseq==0.12.2", True, "MIT (LICENSE)", "https://pypi.org/project/fairseq/"),
+    # MinkowskiEngine: MIT (PKG-INFO classifier, file headers); src/3rdparty (from cuDF) Apache-2.0;
+    # src/sharedmem.cuh, under NVIDIA's EULA, left out.
+    Source("minkowskiengine", "MinkowskiEngine==0.5.4", True,
+           "MIT (PKG-INFO, file headers; src/3rdparty from cuDF: Apache-2.0; NVIDIA-EULA sharedmem.cuh excluded)",
+           "https://pypi.org/project/MinkowskiEngine/", exclude=("*/sharedmem.cuh",)),
+    # NATTEN: only its own csrc (its bundled CUTLASS copy, 3 MB, is left out: CUTLASS is a source already).
+    Source("natten", "natten==0.21.7", True, "MIT (LICENSE; NOTICE: parts based on CUTLASS/xFormers, BSD-3-Clause)",
+           "https://pypi.org/project/natten/", include=("*/csrc/*",)),
+    Source("pytorch-fast-transformers", "pytorch-fast-transformers==0.4.0", True, "MIT (PKG-INFO)",
+           "https://pypi.org/project/pytorch-fast-transformers/"),
     # Held out whole, for benchmarks/builtin_eval.py: ordinary kernels by other authors.
     Source("torch-sparse", "torch-sparse==0.6.18", True, "MIT", "https://pypi.org/project/torch-sparse/", held_out=True),
     Source("auto-gptq", "auto-gptq==0.7.1", True, "MIT", "https://pypi.org/project/auto-gptq/", held_out=True),
@@ -123,6 +257,76 @@ class CorpusFile:
     text: str
 
 
+def control_stanza(text: str) -> dict[str, str]:
+    """The fields of one Debian control stanza (a package's paragraph of a Sources index);
+    continuation lines are kept, one per line."""
+    fields: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and key:
+            fields[key] += "\n" + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            key = key.strip()
+            fields[key] = value.strip()
+    return fields
+
+
+def debian_tarballs(stanza: str, components: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """(pool path, SHA-256) of a source package's upstream `.orig.tar.*`, of the
+    `.orig-COMPONENT.tar.*` tarballs named in `components`, and of its `.debian.tar.*`
+    (for debian/copyright), from its stanza in a Sources index: how the pins of SOURCES are made."""
+    fields = control_stanza(stanza)
+    chosen = []
+    for line in fields.get("Checksums-Sha256", "").split("\n"):
+        if not line.strip():
+            continue
+        sha, _size, name = line.split()
+        match = re.search(r"\.orig(?:-([A-Za-z0-9-]+))?\.tar\.\w+$", name)
+        if (match and (match.group(1) is None or match.group(1) in components)) or \
+                re.search(r"\.debian\.tar\.\w+$", name):
+            chosen.append((f"{fields['Directory']}/{name}", sha))
+    return tuple(chosen)
+
+
+def _wanted_member(name: str) -> bool:
+    """The members of a Debian tarball worth unpacking: possible CUDA files, and licence texts."""
+    base = name.rsplit("/", 1)[-1].lower()
+    return (name.endswith(CUDA_SUFFIXES + HEADER_SUFFIXES) or base.startswith(("license", "copying", "notice"))
+            or base == "copyright")
+
+
+def fetch_debian(source: Source, downloads: Path) -> Path:
+    """Download (into downloads/debian-pool, checked against the pinned SHA-256) and unpack one
+    Debian source package: the .orig tarballs under downloads/NAME/orig/TARBALL (only possible
+    CUDA files and licence texts), the .debian.tar.* under downloads/NAME/debian-packaging
+    (its debian/copyright); returns downloads/NAME/orig."""
+    unpacked = downloads / source.name
+    if (unpacked / "orig").is_dir():
+        return unpacked / "orig"
+    pool = downloads / "debian-pool"
+    pool.mkdir(parents=True, exist_ok=True)
+    work = downloads / f"{source.name}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    for path, sha in source.debian:
+        archive = pool / path.rsplit("/", 1)[-1]
+        if not archive.is_file() or hashlib.sha256(archive.read_bytes()).hexdigest() != sha:
+            with urllib.request.urlopen(f"{DEBIAN_MIRROR}/{path}", timeout=300) as response:
+                data = response.read()
+            if hashlib.sha256(data).hexdigest() != sha:
+                raise SystemExit(f"{path}: SHA-256 differs from the pinned one")
+            archive.write_bytes(data)
+        stem = re.sub(r"\.tar\.\w+$", "", archive.name)
+        debian_part = re.search(r"\.debian\.tar\.\w+$", archive.name) is not None
+        target = work / ("debian-packaging" if debian_part else f"orig/{stem}")
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.isfile() and (debian_part or _wanted_member(m.name))]
+            tar.extractall(target, members=members, filter="data")
+    work.rename(unpacked)
+    return unpacked / "orig"
+
+
 def fetch(source: Source, downloads: Path) -> Path:
     """Download and unpack one package; returns the folder that holds its files.
 
@@ -130,6 +334,8 @@ def fetch(source: Source, downloads: Path) -> Path:
     torch or a build backend), which `pip download` insists on, so pip is told not to
     install build requirements (--no-build-isolation: no torch download) and to keep its
     unpacked build folder (--no-clean), and we take the sources from there."""
+    if source.debian:
+        return fetch_debian(source, downloads)
     unpacked = downloads / source.name
     if unpacked.is_dir():
         return unpacked

@@ -165,6 +165,60 @@ def test_held_out_packages_are_the_test_split_whole_and_win_duplicates(tmp_path,
     assert {s for (src, _), s in by_path.items() if src == "lib"} <= {"train", "valid"}
 
 
+def test_debian_tarballs_pick_orig_components_and_debian_from_a_sources_stanza():
+    build = _script("build_corpus")
+    stanza = (
+        "Package: opencv\nVersion: 4.10.0+dfsg-9\nDirectory: pool/main/o/opencv\n"
+        "Files:\n 11 6466 opencv_4.10.0+dfsg-9.dsc\n"
+        "Checksums-Sha256:\n"
+        " aa 6466 opencv_4.10.0+dfsg-9.dsc\n"
+        " bb 50001392 opencv_4.10.0+dfsg.orig-contrib.tar.xz\n"
+        " cc 200 opencv_4.10.0+dfsg.orig-models.tar.bz2\n"
+        " dd 77603312 opencv_4.10.0+dfsg.orig.tar.xz\n"
+        " ee 50936 opencv_4.10.0+dfsg-9.debian.tar.xz\n"
+        "Homepage: https://opencv.org\n")
+    assert build.control_stanza(stanza)["Version"] == "4.10.0+dfsg-9"
+    assert build.debian_tarballs(stanza, components=("contrib",)) == (
+        ("pool/main/o/opencv/opencv_4.10.0+dfsg.orig-contrib.tar.xz", "bb"),
+        ("pool/main/o/opencv/opencv_4.10.0+dfsg.orig.tar.xz", "dd"),
+        ("pool/main/o/opencv/opencv_4.10.0+dfsg-9.debian.tar.xz", "ee"))
+    assert [p for p, _ in build.debian_tarballs(stanza)] == [
+        "pool/main/o/opencv/opencv_4.10.0+dfsg.orig.tar.xz", "pool/main/o/opencv/opencv_4.10.0+dfsg-9.debian.tar.xz"]
+
+
+def test_fetch_debian_unpacks_pinned_tarballs_already_in_the_pool(tmp_path):
+    """No network: archives already in downloads/debian-pool with the pinned SHA-256 are used;
+    the orig tarball's CUDA files (not its other files) are collected, debian/ kept apart."""
+    import hashlib
+    import io
+    import tarfile
+
+    build = _script("build_corpus")
+    pool = tmp_path / "downloads" / "debian-pool"
+    pool.mkdir(parents=True)
+
+    def tarball(name: str, members: dict[str, str]) -> str:
+        with tarfile.open(pool / name, "w:gz") as tar:
+            for member, text in members.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(text.encode())
+                tar.addfile(info, io.BytesIO(text.encode()))
+        return hashlib.sha256((pool / name).read_bytes()).hexdigest()
+
+    orig = tarball("pkg_1.0.orig.tar.gz", {"pkg-1.0/src/k.cu": "__global__ void k() {}\n",
+                                          "pkg-1.0/src/main.c": "int main() {}\n", "pkg-1.0/LICENSE": "MIT\n"})
+    deb = tarball("pkg_1.0-1.debian.tar.gz", {"debian/copyright": "License: Expat\n",
+                                             "debian/patches/p.cu": "__global__ void p() {}\n"})
+    source = build.Source("pkg", "pkg 1.0-1 (Debian)", False, "MIT", "u",
+                          debian=(("pool/main/p/pkg/pkg_1.0.orig.tar.gz", orig),
+                                  ("pool/main/p/pkg/pkg_1.0-1.debian.tar.gz", deb)))
+    root = build.fetch(source, tmp_path / "downloads")
+    assert [p for p, _ in build.collect(root)] == ["pkg_1.0.orig/pkg-1.0/src/k.cu"]
+    assert (root / "pkg_1.0.orig" / "pkg-1.0" / "LICENSE").is_file()
+    assert not (root / "pkg_1.0.orig" / "pkg-1.0" / "src" / "main.c").exists()
+    assert (tmp_path / "downloads" / "pkg" / "debian-packaging" / "debian" / "copyright").is_file()
+
+
 def test_load_inline_wrapping_carries_the_kernel_verbatim():
     build = _script("build_corpus")
     gen = _script("generate_kernels")

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.builtin_eval import PRELUDE, normalized  # noqa: E402  (the records keep the cases without the prelude)
+from benchmarks.builtin_eval import PRELUDE, same_code  # noqa: E402  (the records keep the cases without the prelude)
 from profiler.cuda_source import find_kernel  # noqa: E402
 from profiler.dtypes import INT_TYPES  # noqa: E402
 
@@ -136,7 +136,7 @@ def main() -> int:
             entry = {"case": index, "kernel": case["kernel"], "outputs": has_outputs(case), "original": original,
                      "methods": {}}
             for method, fill in fills.items():
-                mine = [verdicts[t] | {"text": t, "exact": normalized(t) == normalized(case["middle"])}
+                mine = [verdicts[t] | {"text": t, "exact": same_code(t, case["middle"])}
                         for t in dict.fromkeys(fill["texts"])]
                 entry["methods"][method] = {
                     "correct": any(v["correct"] for v in mine),

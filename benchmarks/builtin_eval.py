@@ -305,6 +305,8 @@ def main() -> None:
     ap.add_argument("--latency-only", action="store_true", help="only time fills of examples/saxpy.cu")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--threads", type=int, help="torch CPU threads (default: the engine's choice)")
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="only the model and the controls (no empty span, no random weights): to compare two models")
     ap.add_argument("--rescore", type=Path, metavar="RECORD",
                     help="only compare a record's candidates with the originals again (see rescore)")
     args = ap.parse_args()
@@ -337,9 +339,9 @@ def main() -> None:
               f"{sorted({c.source for c in cases})}; target cases {target}", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             folder = engine.resolve_builtin() if args.model == "builtin" else Path(args.model)
-            methods = {"empty": None,
-                       "random": engine.load(str(random_twin(folder, Path(tmp) / "random", args.seed)),
-                                             device=args.device)}
+            methods = {} if args.no_baselines else {
+                "empty": None,
+                "random": engine.load(str(random_twin(folder, Path(tmp) / "random", args.seed)), device=args.device)}
             for spec in args.control:
                 name, _, path = spec.partition("=")
                 methods[name] = engine.load(path, device=args.device)

@@ -19,9 +19,9 @@ from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
-                          initialized_declaration, inside_one_line, needed_names, redeclared, renamed_declaration,
-                          renamed_invented, scope_of, starts_statement, type_family, uninitialized_declaration,
-                          unknown_names, usage_type, without_type)
+                          initialized_declaration, inside_one_line, misuses_builtins, needed_names, redeclared,
+                          renamed_declaration, renamed_invented, scope_of, starts_statement, type_family,
+                          uninitialized_declaration, unknown_names, usage_type, without_type)
 from engine.spelling import respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
@@ -245,8 +245,8 @@ def with_drawn_spellings(ranked: list[Candidate], drawn_as: dict[int, Candidate]
 def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list[Candidate]:
     """Candidates reordered (stably): distinct ones first (whitespace aside); among them those
     in the shape of the selection, then those that can compile: names all in scope, the names
-    the code after the selection needs declared, no name of the block declared again
-    (engine.scope); then those that declare the needed names with a type of the family the
+    the code after the selection needs declared, no name of the block declared again, no
+    built-in used as no code can (engine.scope); then those that declare the needed names with a type of the family the
     code after uses them as (engine.scope.usage_type: `bool` for a flag, not `int64_t`); then
     those that are no type twin of one ranked before them (engine.scope.without_type: the
     slots go to different statements, not to `int i = e;`, `unsigned int i = e;` and
@@ -265,7 +265,8 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
         text = normalized(c.text)
         repeat = text in seen
         seen.add(text)
-        cannot = bool(unknown_names(c.text, scope) or needed - declared_names(c.text) or redeclared(c.text, prefix, suffix))
+        cannot = bool(unknown_names(c.text, scope) or needed - declared_names(c.text) or redeclared(c.text, prefix, suffix)
+                      or misuses_builtins(c.text))
         declares = declared_types(c.text)
         other = any(name in declares and bare_type(declares[name]) != kind for name, kind in kinds.items())
         return repeat, not fits_span(c.text, prefix, suffix), cannot, mistyped(c.text, families), other, -drawn[text]

@@ -94,6 +94,17 @@ def unknown_names(fill: str, scope: frozenset[str]) -> list[str]:
                   if not n.isdigit() and not re.fullmatch(r"\d\w*", n))
 
 
+# What cannot compile whatever the file: a member of a built-in dim3 other than x, y and z
+# (`blockDim.xg`), and a CUDA qualifier called as a function (`__host__();`).
+BAD_BUILTIN_USE = re.compile(r"(?<![\w.>:])(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*(?![xyz](?!\w))\w+"
+                             r"|(?<![\w.>:])__(?:global|host|device|shared|constant)__\s*\(")
+
+
+def misuses_builtins(fill: str) -> bool:
+    """`fill` uses a CUDA built-in as no code can (BAD_BUILTIN_USE), comments and strings aside."""
+    return BAD_BUILTIN_USE.search(COMMENT_OR_STRING.sub(" ", fill)) is not None
+
+
 def _pointer_spacing(sep: str) -> bool:
     """`T *p`, `T* p`, `T p`: a declarator's spacing; `a * b` and `a*b` are products."""
     return not sep.strip() or sep[0].isspace() != sep[-1].isspace()

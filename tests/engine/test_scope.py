@@ -377,3 +377,14 @@ def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
     # Two names the function never uses: which one is meant is not known.
     two = FUNC_PREFIX.replace("int denom", "int denom, int shift")
     assert renamed_invented("a[idx] = (a[idx] - minval) / scale;", two, FUNC_SUFFIX) is None
+
+
+def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile():
+    from engine.scope import misuses_builtins
+
+    assert misuses_builtins("int x = blockDim.xg;") and misuses_builtins("__host__();")
+    assert not misuses_builtins("int y = gridDim.y * blockDim.x;") and not misuses_builtins("// blockDim.w")
+    assert not misuses_builtins("s.blockDim.q = 1;")   # a member of the user's own struct
+    texts = ["y[i] = a * x[i] + blockDim.xy;", "y[i] = x[i];"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], PREFIX, SUFFIX)]
+    assert ranked == ["y[i] = x[i];", "y[i] = a * x[i] + blockDim.xy;"]

@@ -106,10 +106,9 @@ class LocalEngine(EngineBase):
                 renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
                 if sampled:
                     drawn += [replace(c, text=r) for c, r in zip(drawn, renamed) if r]
+                    drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
                 else:
                     drawn = [replace(c, text=r) if r else c for c, r in zip(drawn, renamed)]
-                if sampled:
-                    drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
                 # Each in the file's spelling (engine.spelling): the same statement as the file
                 # writes it, and two spellings of one statement then count as one when ranked.
                 spelt = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
@@ -246,8 +245,9 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
     """Candidates reordered (stably): distinct ones first (whitespace aside); among them those
     in the shape of the selection, then those that can compile: names all in scope, the names
     the code after the selection needs declared, no name of the block declared again, no
-    built-in used as no code can (engine.scope); then those that declare the needed names with a type of the family the
-    code after uses them as (engine.scope.usage_type: `bool` for a flag, not `int64_t`); then
+    built-in used as no code can (engine.scope); then those that declare the needed names with
+    a type of the family the code after uses them as (engine.scope.usage_type: `bool` for a
+    flag, not `int64_t`); then
     those that are no type twin of one ranked before them (engine.scope.without_type: the
     slots go to different statements, not to `int i = e;`, `unsigned int i = e;` and
     `int i=e;`); then those that declare the needed names with the very type (const aside)

@@ -628,7 +628,9 @@ def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:
     often writes the right statement with a name of its own (`(a[idx] - minval) / scale` in a
     function whose unused parameter is `denom`). None where there is not exactly one of each,
     where the invented name is called or in a string or comment, or where the fill declares
-    names (a declaration's name is engine.scope.renamed_declaration's)."""
+    names (a declaration's name is engine.scope.renamed_declaration's), or where the invented
+    name is used as a type (a cast, a template argument; a declaration `T *p` is excluded
+    above): a name of the file would not do there."""
     invented = unknown_names(fill, scope_of(prefix, suffix))
     if len(invented) != 1 or declared_names(fill):
         return None
@@ -636,8 +638,9 @@ def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:
     if len(spare) != 1:
         return None
     code, word = COMMENT_OR_STRING.sub(" ", fill), _word(invented[0])
-    if len(re.findall(word, code)) != len(re.findall(word, fill)) or re.search(word + r"\s*[(<]", code):
-        return None
+    if len(re.findall(word, code)) != len(re.findall(word, fill)) or re.search(word + r"\s*[(<]", code) \
+            or re.search(r"[(<]\s*" + word + r"\s*[*&]*\s*[)>]\s*[\w(]", code):
+        return None   # called, in a string or comment, or used as a type (`(T)x`, `<T>(`)
     return re.sub(word, spare[0], fill)
 
 

@@ -388,3 +388,16 @@ def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile
     texts = ["y[i] = a * x[i] + blockDim.xy;", "y[i] = x[i];"]
     ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], PREFIX, SUFFIX)]
     assert ranked == ["y[i] = x[i];", "y[i] = a * x[i] + blockDim.xy;"]
+
+
+def test_an_invented_type_is_not_renamed_to_an_unused_value():
+    from engine.scope import renamed_invented
+
+    for fill in ("a[idx] = (scalar_t)a[idx] / minval;", "a[idx] = static_cast<real>(a[idx]) / minval;",
+                 "a[idx] = a[idx] / minval; real *p = a;"):
+        assert renamed_invented(fill, FUNC_PREFIX, FUNC_SUFFIX) is None, fill
+    # A parenthesised value and a product's operand are still values.
+    assert renamed_invented("a[idx] = a[idx] - (scale) * minval;", FUNC_PREFIX, FUNC_SUFFIX) == \
+        "a[idx] = a[idx] - (denom) * minval;"
+    assert renamed_invented("a[idx] = scale * a[idx] - minval;", FUNC_PREFIX, FUNC_SUFFIX) == \
+        "a[idx] = denom * a[idx] - minval;"

@@ -40,6 +40,10 @@ DECLARE_TYPES = 2
 # (engine.scope.usage_type); the other type's rows are for a name whose uses misled it.
 USED_AS_SHARE = 0.75
 DECLARE_MAX_TOKENS = 32
+# A sampled fill whose draw (and declaration starts) leaves fewer than n distinct candidates in
+# the selection's shape that can compile (good_fills) draws FIM_OVERSAMPLE x n more, once, with
+# the request's seed plus this.
+TOP_UP_SEED = 101
 # A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
 # and a line of code is rarely longer than this: a candidate that runs on past its line stops here
 # instead of at max_tokens (on a CPU, the rows that run on set a batch's time).
@@ -96,19 +100,15 @@ class LocalEngine(EngineBase):
                 if inside_one_line(request.prefix, request.suffix):
                     request = replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
                 sampled = request.sampling.temperature != 0
-                drawn = self.decode_batch(replace(request, n=request.n * (FIM_OVERSAMPLE if sampled else 1)),
-                                          on_progress, should_cancel)
-                drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
-                # A candidate that reads a name of its own where the function has one it never
-                # uses (engine.scope.renamed_invented) cannot compile as drawn; it is kept
-                # (ranked late), and a copy reading the function's name is added; a greedy
-                # fill, the one answer, is renamed in place.
-                renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
+                drawn = self.fim_draw(request, FIM_OVERSAMPLE if sampled else 1, on_progress, should_cancel)
                 if sampled:
-                    drawn += [replace(c, text=r) for c, r in zip(drawn, renamed) if r]
                     drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
-                else:
-                    drawn = [replace(c, text=r) if r else c for c, r in zip(drawn, renamed)]
+                    if good_fills(drawn, request.prefix, request.suffix) < request.n:
+                        # Fewer than n candidates in the selection's shape that can compile: the
+                        # rest of the slots would go to ones that cannot. One more draw, once.
+                        seed = None if request.sampling.seed is None else request.sampling.seed + TOP_UP_SEED
+                        more = replace(request, sampling=replace(request.sampling, seed=seed))
+                        drawn += self.fim_draw(more, FIM_OVERSAMPLE, on_progress, should_cancel)
                 # Each in the file's spelling (engine.spelling): the same statement as the file
                 # writes it, and two spellings of one statement then count as one when ranked.
                 spelt = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
@@ -117,6 +117,20 @@ class LocalEngine(EngineBase):
                 ranked = rank_in_scope(spelt, request.prefix, request.suffix)
                 return with_drawn_spellings(ranked, {id(s): c for s, c in zip(spelt, drawn)}, request.n)
         return self.decode_batch(request, on_progress, should_cancel)
+
+    def fim_draw(self, request: InfillRequest, times: int, on_progress: ProgressFn,
+                 should_cancel: CancelFn) -> list[Candidate]:
+        """`times` x n candidates for a FIM fill, each cut to the selection (engine.scope.cut_to_span).
+        One that reads a name of its own where the function has one it never uses
+        (engine.scope.renamed_invented) cannot compile as drawn: a sampled one is kept (it ranks
+        late) and a copy reading the function's name is added; a greedy one, the one answer, is
+        renamed in place."""
+        drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel)
+        drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
+        renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
+        if request.sampling.temperature == 0:
+            return [replace(c, text=r) if r else c for c, r in zip(drawn, renamed)]
+        return drawn + [replace(c, text=r) for c, r in zip(drawn, renamed) if r]
 
     def declaring_fills(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
                         should_cancel: CancelFn) -> list[Candidate]:
@@ -265,8 +279,7 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
         text = normalized(c.text)
         repeat = text in seen
         seen.add(text)
-        cannot = bool(unknown_names(c.text, scope) or needed - declared_names(c.text) or redeclared(c.text, prefix, suffix)
-                      or misuses_builtins(c.text))
+        cannot = not can_compile(c.text, prefix, suffix, scope, needed)
         declares = declared_types(c.text)
         other = any(name in declares and bare_type(declares[name]) != kind for name, kind in kinds.items())
         return repeat, not fits_span(c.text, prefix, suffix), cannot, mistyped(c.text, families), other, -drawn[text]
@@ -279,6 +292,22 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
         keyed.append((k[:4] + (core in cores,) + k[4:], c))
         cores.add(core)
     return [c for _, c in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def can_compile(fill: str, prefix: str, suffix: str, scope: frozenset[str], needed: set[str]) -> bool:
+    """Nothing in `fill` says it cannot compile (engine.scope): its names are all in `scope` (or
+    declared by it), it declares the `needed` names, it declares no name of its block again,
+    and it uses no built-in as no code can."""
+    return not (unknown_names(fill, scope) or needed - declared_names(fill) or redeclared(fill, prefix, suffix)
+                or misuses_builtins(fill))
+
+
+def good_fills(candidates: list[Candidate], prefix: str, suffix: str) -> int:
+    """How many different candidates (whitespace aside) are in the selection's shape and can
+    compile (can_compile)."""
+    scope, needed = scope_of(prefix, suffix), set(needed_names(prefix, suffix))
+    return len({normalized(c.text) for c in candidates
+                if fits_span(c.text, prefix, suffix) and can_compile(c.text, prefix, suffix, scope, needed)})
 
 
 def used_families(names, prefix: str, suffix: str) -> dict[str, str]:

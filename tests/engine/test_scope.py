@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, USED_AS_SHARE, LocalEngine, rank_in_scope
+from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, TOP_UP_SEED, USED_AS_SHARE,
+                          LocalEngine, rank_in_scope)
 from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
                           starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
@@ -68,7 +69,8 @@ def test_sampled_fim_fill_draws_extra_candidates_and_returns_n(tiny_fim_checkpoi
 
     model.decode_batch = decode_batch
     out = model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=0)
-    assert len(out) == 3 and seen == [3 * FIM_OVERSAMPLE]
+    # The tiny random model's draw has fewer than 3 candidates that can compile: one more draw.
+    assert len(out) == 3 and seen in ([3 * FIM_OVERSAMPLE], [3 * FIM_OVERSAMPLE] * 2)
     greedy = model.infill(PREFIX, SUFFIX, n=2, max_tokens=8, temperature=0.0)
     assert len(greedy) == 2 and seen[-1] == 2   # greedy candidates are all alike: nothing to rank
 
@@ -401,3 +403,26 @@ def test_an_invented_type_is_not_renamed_to_an_unused_value():
         "a[idx] = a[idx] - (denom) * minval;"
     assert renamed_invented("a[idx] = scale * a[idx] - minval;", FUNC_PREFIX, FUNC_SUFFIX) == \
         "a[idx] = denom * a[idx] - minval;"
+
+
+def test_a_draw_with_too_few_good_candidates_is_topped_up_once(tiny_fim_checkpoint):
+    """The engine's control flow over fixed draws (the model itself is tested above): a draw
+    with fewer than n candidates in shape and scope gets one more draw, with another seed; one
+    with n good ones does not."""
+    model = LocalEngine.from_folder(tiny_fim_checkpoint, device="cpu")
+    draws = {"first": ["y[i] = foo(x[i]);"] * 5 + [STATEMENT], "second": ["y[i] = x[i];", "y[i] = 2.0f * x[i];"]}
+    seeds = []
+
+    def decode_batch(request, *args):
+        seeds.append(request.sampling.seed)
+        texts = draws["first"] if len(seeds) == 1 else draws["second"]
+        return [_candidate(texts[k % len(texts)]) for k in range(request.n)]
+
+    model.decode_batch = decode_batch
+    out = [c.text for c in model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=5)]
+    assert seeds == [5, 5 + TOP_UP_SEED]
+    assert sorted(out) == sorted([STATEMENT, "y[i] = x[i];", "y[i] = 2.0f * x[i];"])   # no foo(): it is not in the file
+    seeds.clear()
+    draws["first"] = [STATEMENT, "y[i] = x[i];", "y[i] = 2.0f * x[i];"]
+    out = [c.text for c in model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=5)]
+    assert seeds == [5] and sorted(out) == sorted(draws["first"])

@@ -40,9 +40,9 @@ DECLARE_TYPES = 2
 # (engine.scope.usage_type); the other type's rows are for a name whose uses misled it.
 USED_AS_SHARE = 0.75
 DECLARE_MAX_TOKENS = 32
-# A sampled fill whose draw (and declaration starts) leaves fewer than n distinct candidates in
-# the selection's shape that can compile (good_fills) draws FIM_OVERSAMPLE x n more, once, with
-# the request's seed plus this.
+# A sampled fill whose draw (and declaration starts) would show a candidate out of the
+# selection's shape or that cannot compile (shows_bad_fills) draws FIM_OVERSAMPLE x n more,
+# once, with the request's seed plus this.
 TOP_UP_SEED = 101
 # A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
 # and a line of code is rarely longer than this: a candidate that runs on past its line stops here
@@ -103,9 +103,9 @@ class LocalEngine(EngineBase):
                 drawn = self.fim_draw(request, FIM_OVERSAMPLE if sampled else 1, on_progress, should_cancel)
                 if sampled:
                     drawn += self.declaring_fills(request, drawn, on_progress, should_cancel)
-                    if good_fills(drawn, request.prefix, request.suffix) < request.n:
-                        # Fewer than n candidates in the selection's shape that can compile: the
-                        # rest of the slots would go to ones that cannot. One more draw, once.
+                    if shows_bad_fills(drawn, request.prefix, request.suffix, request.n):
+                        # Fewer than n candidates in the selection's shape that can compile, and
+                        # others that would take the rest of the slots. One more draw, once.
                         seed = None if request.sampling.seed is None else request.sampling.seed + TOP_UP_SEED
                         more = replace(request, sampling=replace(request.sampling, seed=seed))
                         drawn += self.fim_draw(more, FIM_OVERSAMPLE, on_progress, should_cancel)
@@ -302,12 +302,16 @@ def can_compile(fill: str, prefix: str, suffix: str, scope: frozenset[str], need
                 or misuses_builtins(fill))
 
 
-def good_fills(candidates: list[Candidate], prefix: str, suffix: str) -> int:
-    """How many different candidates (whitespace aside) are in the selection's shape and can
-    compile (can_compile)."""
+def shows_bad_fills(candidates: list[Candidate], prefix: str, suffix: str, n: int) -> bool:
+    """Whether n slots filled from `candidates` would show one out of the selection's shape or
+    that cannot compile (can_compile): fewer than n different good ones (whitespace aside), and
+    a different bad one to take a slot. A draw that agrees on one good answer shows that answer
+    once (its repeats are no other candidate) and needs no more."""
     scope, needed = scope_of(prefix, suffix), set(needed_names(prefix, suffix))
-    return len({normalized(c.text) for c in candidates
-                if fits_span(c.text, prefix, suffix) and can_compile(c.text, prefix, suffix, scope, needed)})
+    texts = {normalized(c.text) for c in candidates}
+    good = {normalized(c.text) for c in candidates
+            if fits_span(c.text, prefix, suffix) and can_compile(c.text, prefix, suffix, scope, needed)}
+    return len(good) < n and len(texts) > len(good)
 
 
 def used_families(names, prefix: str, suffix: str) -> dict[str, str]:

@@ -426,3 +426,8 @@ def test_a_draw_with_too_few_good_candidates_is_topped_up_once(tiny_fim_checkpoi
     draws["first"] = [STATEMENT, "y[i] = x[i];", "y[i] = 2.0f * x[i];"]
     out = [c.text for c in model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=5)]
     assert seeds == [5] and sorted(out) == sorted(draws["first"])
+    # A draw that agrees on one good answer shows it (and its repeats): nothing bad to replace.
+    seeds.clear()
+    draws["first"] = [STATEMENT]
+    out = [c.text for c in model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=5)]
+    assert seeds == [5] and set(out) == {STATEMENT}

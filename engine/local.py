@@ -261,10 +261,9 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
     the code after the selection needs declared, no name of the block declared again, no
     built-in used as no code can (engine.scope); then those that declare the needed names with
     a type of the family the code after uses them as (engine.scope.usage_type: `bool` for a
-    flag, not `int64_t`); then
-    those that are no type twin of one ranked before them (engine.scope.without_type: the
-    slots go to different statements, not to `int i = e;`, `unsigned int i = e;` and
-    `int i=e;`); then those that declare the needed names with the very type (const aside)
+    flag, not `int64_t`); then those that are no type twin of one ranked before them
+    (engine.scope.without_type: the slots go to different statements, not to `int i = e;`,
+    `unsigned int i = e;` and `int i=e;`); then those that declare the needed names with the very type (const aside)
     the code after uses them as (`int` in a file of `int` values, not `unsigned int`); then
     those the model drew more often (the samples' agreement: the commonest answer is the
     likeliest)."""

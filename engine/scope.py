@@ -82,6 +82,7 @@ def _names(code: str) -> set[str]:
     return set(IDENTIFIER.findall(COMMENT_OR_STRING.sub(" ", code)))
 
 
+@functools.lru_cache(maxsize=16)   # asked for each candidate of a fill (renamed_invented, renamed_declaration)
 def scope_of(prefix: str, suffix: str) -> frozenset[str]:
     """Every identifier the text around a fill mentions, and the built-ins."""
     return frozenset(_names(prefix) | _names(suffix) | BUILTINS)
@@ -609,16 +610,17 @@ def function_start(prefix: str) -> int | None:
     return start if opened else None
 
 
-def unused_names(prefix: str, suffix: str) -> set[str]:
+@functools.lru_cache(maxsize=16)   # asked for each candidate of a fill (renamed_invented)
+def unused_names(prefix: str, suffix: str) -> frozenset[str]:
     """Names the function around the selection declares (its parameters, the locals before the
     selection) that the code around the selection mentions nowhere but in their declaration:
     code declares a name to use it, so such a name is one the selection may use (`denom` in
     `func(float *a, int N, float minval, int denom)` whose body reads it nowhere else)."""
     start = function_start(prefix)
     if start is None:
-        return set()
+        return frozenset()
     around = _code(prefix) + "\n" + _code(suffix)
-    return {name for name in declared_names(prefix[start:]) if len(re.findall(_word(name), around)) == 1}
+    return frozenset(name for name in declared_names(prefix[start:]) if len(re.findall(_word(name), around)) == 1)
 
 
 def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:

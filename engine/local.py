@@ -22,7 +22,7 @@ from engine.scope import (bare_type, cut_to_span, declaration_types, declared_na
                           initialized_declaration, inside_one_line, misuses_builtins, needed_names, redeclared,
                           renamed_declaration, renamed_invented, scope_of, starts_statement, type_family,
                           uninitialized_declaration, unknown_names, usage_type, without_type)
-from engine.spelling import respelled
+from engine.spelling import code_tokens, respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -92,7 +92,8 @@ class LocalEngine(EngineBase):
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         """The request's n answers; a FIM fill's candidates are cut to the selection's shape
-        (engine.scope.cut_to_span) and written as the file writes the same code (engine.spelling),
+        (engine.scope.cut_to_span) and written as the file writes the same code, or where it
+        says nothing as most CUDA code writes it (engine.spelling),
         and a sampled one draws more and keeps the best ranked."""
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
@@ -109,8 +110,9 @@ class LocalEngine(EngineBase):
                         seed = None if request.sampling.seed is None else request.sampling.seed + TOP_UP_SEED
                         more = replace(request, sampling=replace(request.sampling, seed=seed))
                         drawn += self.fim_draw(more, FIM_OVERSAMPLE, on_progress, should_cancel)
-                # Each in the file's spelling (engine.spelling): the same statement as the file
-                # writes it, and two spellings of one statement then count as one when ranked.
+                # Each in the file's spelling (engine.spelling; the corpus's commoner one where
+                # the file says nothing): the same statement as the file writes it, and two
+                # spellings of one statement then count as one when ranked.
                 spelt = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
                 if not sampled:
                     return spelt
@@ -231,8 +233,9 @@ class LocalEngine(EngineBase):
 
 
 def normalized(text: str) -> str:
-    """`text` with its whitespace runs as one space: candidates that differ only there are one."""
-    return " ".join(text.split())
+    """`text` as its C tokens one space apart: candidates that differ only in whitespace are one
+    (`a*b` and `a * b` too, which would otherwise take two of the n slots)."""
+    return " ".join(code_tokens(text))
 
 
 def with_drawn_spellings(ranked: list[Candidate], drawn_as: dict[int, Candidate], n: int) -> list[Candidate]:

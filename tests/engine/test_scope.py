@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, TOP_UP_SEED, USED_AS_SHARE,
-                          LocalEngine, rank_in_scope)
+                          LocalEngine, normalized, rank_in_scope)
 from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
                           starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
@@ -50,6 +50,15 @@ def test_rank_puts_distinct_in_shape_and_in_scope_candidates_first():
     ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], PREFIX, SUFFIX)]
     assert ranked == ["y[i] = x[i];", "y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + b * y[i];",
                       "y[i] = a * x[i] + y[i];\n    }", "y[i] = a * x[i] + b * y[i];"]
+
+
+def test_candidates_that_differ_only_in_whitespace_are_one():
+    # `a*x[i]` and `a * x[i]` are one candidate, counted together, not two of the n slots.
+    texts = ["y[i] = x[i];", "y[i] = a*x[i] + y[i];", STATEMENT, "y[i] = a * x[i]+y[i];", "y[i] = 2.0f * x[i];"]
+    ranked = [c.text for c in rank_in_scope([_candidate(t) for t in texts], PREFIX, SUFFIX)]
+    assert ranked[:3] == ["y[i] = a*x[i] + y[i];", "y[i] = x[i];", "y[i] = 2.0f * x[i];"]
+    # Tokens, not characters: `a+ +b` is not `a++b`.
+    assert normalized("a+ +b;") != normalized("a++b;") and normalized("a +b;") == normalized("a+b ;")
 
 
 def test_rank_puts_the_answer_drawn_most_often_first_among_equals():

@@ -224,3 +224,19 @@ def test_without_the_prior_only_the_file_decides(tmp_path, monkeypatch):
         assert respelled(fill, ALONE_HEAD, ALONE_TAIL) == fill
     finally:
         prior.cache_clear()
+
+
+def test_the_spelling_benchmark_replays_draws_with_and_without_the_prior():
+    from benchmarks.spelling_eval import found
+
+    head = "__global__ void doublify(float *a, int n)\n{\n    int idx = threadIdx.x;\n    "
+    rows = [
+        # Drawn spelt out; the kernel writes no update, the original is compound.
+        {"prefix": head, "suffix": "\n}\n", "middle": "a[idx] *= 2;",
+         "drawn": ["a[idx] = a[idx] * 2;", "a[idx] = 2;", "a[idx] = a[idx] * 2;"]},
+        # Drawn as written: found either way.
+        {"prefix": ALONE_HEAD, "suffix": ALONE_TAIL, "middle": "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+         "drawn": ["int i = blockIdx.x*blockDim.x + threadIdx.x;"]},
+    ]
+    assert found(rows, None) == 1 and found(rows, 0.6) == 2
+    assert spelling.PRIOR_SHARE == 0.6   # put back

@@ -159,10 +159,12 @@ def decode(
     on_progress: Callable[[Progress], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     path: str = "cached",
+    first_banned: Sequence[int] = (),
 ) -> DecodeResult:
     """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
     should_cancel() returns true (polled before every step). `on_progress` hears of the
-    prefill and of each finished block.
+    prefill and of each finished block. `first_banned`: tokens the answer may not start with
+    (the default preset only; a FIM fill's closing brackets, engine.local).
 
     The host reads the device once per block (the stop tokens), and inside a block only once
     its planned steps are spent (planned_steps): the static strategies queue a whole block's
@@ -201,6 +203,8 @@ def decode(
         on_progress(Progress("prefill", 0, blocks, 0, 0))
 
     dice = sampling.preset == "dice"
+    banned = torch.tensor(sorted(set(first_banned)), device=device, dtype=torch.long) \
+        if len(first_banned) and not dice else None
     stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
     steps = 0
     for block in range(first_block, total_blocks):
@@ -233,6 +237,8 @@ def decode(
             logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
             if not dice:
                 logits[..., mask_id] = float("-inf")  # the mask is never an answer
+            if banned is not None and start <= prompt_len < end:
+                logits[:, prompt_len - start, banned] = float("-inf")
             tokens, confidence = sample_tokens(logits, sampling, generator)
             commit = choose_commits(sampling, masked, confidence, schedule[min(step, len(schedule) - 1)])
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])

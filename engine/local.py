@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -126,8 +127,11 @@ class LocalEngine(EngineBase):
         One that reads a name of its own where the function has one it never uses
         (engine.scope.renamed_invented) cannot compile as drawn: a sampled one is kept (it ranks
         late) and a copy reading the function's name is added; a greedy one, the one answer, is
-        renamed in place."""
-        drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel)
+        renamed in place. No candidate starts with a closing bracket (closing_tokens): a fill has the
+        shape of a selection, whose brackets are balanced (engine.scope.fits_span), and the small
+        model, at the last statement of a block, often closes the block instead of filling it."""
+        drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel,
+                                  first_banned=self.closing_tokens)
         drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
         renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
         if request.sampling.temperature == 0:
@@ -189,12 +193,20 @@ class LocalEngine(EngineBase):
                 found.append(replace(c, text=cut_to_span(text, prefix, suffix)))
         return found
 
-    def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
-        """Decode the request's n answers as one batch."""
+    @functools.cached_property
+    def closing_tokens(self) -> list[int]:
+        """The tokens whose text, leading whitespace aside, starts with `}`, `)` or `]`."""
+        return [i for i in range(len(self.tokenizer))
+                if self.tokenizer.decode([i]).lstrip()[:1] in ("}", ")", "]")]
+
+    def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn,
+                     first_banned: list[int] | tuple = ()) -> list[Candidate]:
+        """Decode the request's n answers as one batch (none starting with a `first_banned` token)."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
-                    stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel)
+                    stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel,
+                    first_banned=first_banned)
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
         except Cancelled:

@@ -54,6 +54,25 @@ def test_builtin_fills_the_saxpy_statement_on_cpu():
     assert [d for d in diagnostics if d.severity == "error"] == []
 
 
+def test_a_fill_at_the_end_of_a_block_fills_it_instead_of_closing_it():
+    # The last statement of a loop's body: the small model drawn freely often writes the `}`
+    # that the code after already has. No candidate may start with a closing bracket.
+    model = engine.load("builtin")
+    closers = {model.tokenizer.decode([i]).lstrip()[0] for i in model.closing_tokens}
+    assert closers == {"}", ")", "]"}
+    assert model.tokenizer.encode("}", add_special_tokens=False)[0] in model.closing_tokens
+    assert not {model.tokenizer.encode(t, add_special_tokens=False)[0] for t in ("{", "(", "[")} & \
+        set(model.closing_tokens)
+    prefix = ("__global__ void count(const int *flags, int *out, int n)\n{\n    int total = 0;\n"
+              "    for (int i = 0; i < n; i++) {\n        ")
+    suffix = "\n    }\n    out[0] = total;\n}\n"
+    for seed in range(3):
+        texts = [c.text for c in model.infill(prefix, suffix, n=4, max_tokens=32, seed=seed, temperature=0.7)]
+        assert texts and all(t.strip() and t.strip()[0] not in "})]" for t in texts), texts
+    greedy = model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)[0].text
+    assert greedy.strip() and greedy.strip()[0] not in "})]"
+
+
 @pytest.mark.slow
 def test_dice_fill_with_the_builtin_model(tmp_path):
     source = tmp_path / "saxpy.cu"

@@ -127,6 +127,27 @@ def test_stops_at_the_first_stop_token(tiny):
     assert stopped.steps == 4 * (first // 4 + 1)  # it stopped after the block holding it
 
 
+@pytest.mark.parametrize("prompt_len", [8, 10])   # the answer starts a block, or inside the prompt's last
+def test_an_answer_never_starts_with_a_banned_token(tiny, prompt_len):
+    free = decode(tiny, prompt(prompt_len), n=4, max_tokens=8, sampling=Sampling(temperature=1.0, seed=5),
+                  stop_ids=[])
+    banned = sorted({row[0] for row in free.tokens})   # what this model starts with, banned
+    kept = decode(tiny, prompt(prompt_len), n=4, max_tokens=8, sampling=Sampling(temperature=1.0, seed=5),
+                  stop_ids=[], first_banned=banned)
+    assert all(row[0] not in banned for row in kept.tokens)
+    # Only the first token: later positions may still take them, and the greedy answer's first
+    # token is its next likeliest.
+    greedy = decode(tiny, prompt(prompt_len), max_tokens=8, sampling=Sampling(), stop_ids=[])
+    again = decode(tiny, prompt(prompt_len), max_tokens=8, sampling=Sampling(), stop_ids=[],
+                   first_banned=[greedy.tokens[0][0]])
+    assert again.tokens[0][0] != greedy.tokens[0][0]
+    # DICE's preset decodes as DICE does: nothing banned.
+    dice = Sampling(preset="dice", steps=4, temperature=0.0)
+    assert decode(tiny, prompt(prompt_len), max_tokens=8, sampling=dice, stop_ids=[],
+                  first_banned=[greedy.tokens[0][0]]).tokens == \
+        decode(tiny, prompt(prompt_len), max_tokens=8, sampling=dice, stop_ids=[]).tokens
+
+
 def test_cancel_between_steps(tiny):
     calls = []
 

@@ -72,9 +72,12 @@ def test_sampled_fim_fill_draws_extra_candidates_and_returns_n(tiny_fim_checkpoi
     seen = []
     original = model.decode_batch
 
-    def decode_batch(request, *args):
+    banned = []
+
+    def decode_batch(request, *args, **kwargs):
         seen.append(request.n)
-        return original(request, *args)
+        banned.append(kwargs.get("first_banned"))
+        return original(request, *args, **kwargs)
 
     model.decode_batch = decode_batch
     out = model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=0)
@@ -82,6 +85,9 @@ def test_sampled_fim_fill_draws_extra_candidates_and_returns_n(tiny_fim_checkpoi
     assert len(out) == 3 and seen in ([3 * FIM_OVERSAMPLE], [3 * FIM_OVERSAMPLE] * 2)
     greedy = model.infill(PREFIX, SUFFIX, n=2, max_tokens=8, temperature=0.0)
     assert len(greedy) == 2 and seen[-1] == 2   # greedy candidates are all alike: nothing to rank
+    # Every FIM draw, sampled or greedy, bans a first token that closes a bracket.
+    assert model.closing_tokens and all(b == model.closing_tokens for b in banned)
+    assert all(c.text.strip()[:1] not in ("}", ")", "]") for c in out + greedy)
 
 
 def test_a_one_line_selection_gets_the_first_line_of_a_fill_that_runs_on():
@@ -171,7 +177,7 @@ def _stubbed(model, answers):
     next list of texts (the model's own answers would be a random model's)."""
     seen = []
 
-    def decode_batch(request, *args):
+    def decode_batch(request, *args, **kwargs):
         seen.append(request)
         texts = answers[len(seen) - 1]
         return [Candidate(texts[k % len(texts)], 4, 4, 0.0, "eos", "") for k in range(request.n)]
@@ -422,7 +428,7 @@ def test_a_draw_with_too_few_good_candidates_is_topped_up_once(tiny_fim_checkpoi
     draws = {"first": ["y[i] = foo(x[i]);"] * 5 + [STATEMENT], "second": ["y[i] = x[i];", "y[i] = 2.0f * x[i];"]}
     seeds = []
 
-    def decode_batch(request, *args):
+    def decode_batch(request, *args, **kwargs):
         seeds.append(request.sampling.seed)
         texts = draws["first"] if len(seeds) == 1 else draws["second"]
         return [_candidate(texts[k % len(texts)]) for k in range(request.n)]

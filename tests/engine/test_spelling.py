@@ -121,7 +121,7 @@ def test_the_engine_hands_over_its_candidates_in_the_files_spelling(tiny_fim_che
     drawn = ["int yIndex = blockIdx.y * blockDim.y + threadIdx.y;", "int yIndex = threadIdx.y;",
              "int yIndex = blockDim.y * blockIdx.y + threadIdx.y;"]
 
-    def decode_batch(request, *args):
+    def decode_batch(request, *args, **kwargs):
         return [Candidate(drawn[k % len(drawn)], 4, 4, 0.0, "eos", "") for k in range(request.n)]
 
     model.decode_batch = decode_batch

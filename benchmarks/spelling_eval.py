@@ -3,7 +3,8 @@ more often? Measured on fresh held-out statements, the drawing done once.
 
     python benchmarks/spelling_eval.py draw --seed 5 [--part 0 --parts 2] [--temperature T]
     python benchmarks/spelling_eval.py replay $OUT/spelling_draws-5-*.json
-    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz   # session 17's draws
+    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # session 17's draws
+    python benchmarks/spelling_eval.py replay docs/spelling-draws-ban-seeds-5-6.json.xz   # ... with the bracket ban
 
 `draw` takes cases as benchmarks/builtin_eval.py does, from all held-out packages (`--kernels`
 kernels, `--per-kernel` statements each: by default 200 statements, most of them not in
@@ -132,7 +133,10 @@ def main() -> None:
     r.add_argument("records", nargs="+")
     r.add_argument("--candidates", type=int, default=4)
     args = ap.parse_args()
-    draw(args) if args.command == "draw" else replay(args)
+    if args.command == "draw":
+        draw(args)
+    else:
+        replay(args)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ class Source:
     requirement: str     # pip requirement, pinned so that the corpus is reproducible
     sdist: bool          # the CUDA files are in the sdist (else in the wheel)
     licence: str
-    url: str
+    url: str = ""                   # default for a Debian source: its pool folder on DEBIAN_MIRROR
     held_out: bool = False          # the whole package is the test split (held out by repository)
     exclude: tuple[str, ...] = ()   # path globs not taken (other licences, generated code)
     include: tuple[str, ...] = ()   # path globs taken (default: every path)
@@ -71,6 +71,10 @@ class Source:
     # debian_tarballs() picks them from the package's stanza in dists/*/{main,contrib}/source/Sources.xz.
     # Its files are under downloads/NAME/orig/TARBALL/ (paths for include/exclude start there).
     debian: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.url and self.debian:
+            object.__setattr__(self, "url", f"{DEBIAN_MIRROR}/{self.debian[0][0].rsplit('/', 1)[0]}/")
 
 
 SOURCES = [
@@ -99,27 +103,23 @@ SOURCES = [
     # darknet: debian/copyright says "GPL-3.0+ or MIT or WTFPL" for Files: *; taken under MIT (LICENSE.mit).
     Source("darknet", "darknet 0.0.0+git20180914.61c9d02e-2 (Debian)", False,
            "MIT (offered as GPL-3.0+ or MIT or WTFPL; LICENSE.mit, debian/copyright)",
-           f"{DEBIAN_MIRROR}/pool/main/d/darknet/",
            debian=(("pool/main/d/darknet/darknet_0.0.0+git20180914.61c9d02e.orig.tar.xz",
                     "ec536ae11853846aab96183d8ec18730a46cce71f7d935768d235029329f9e93"),
                    ("pool/main/d/darknet/darknet_0.0.0+git20180914.61c9d02e-2.debian.tar.xz",
                     "3d987cbe63e04ec6c106370fbcb9778b2a83cad810e132c27021e6227fd4d6e6"))),
     Source("bart", "bart 1.0.00-2 (Debian)", False,
            "BSD-3-Clause (debian/copyright; src/misc/ya_getopt BSD-2-Clause-Views, no CUDA there)",
-           f"{DEBIAN_MIRROR}/pool/main/b/bart/",
            debian=(("pool/main/b/bart/bart_1.0.00.orig.tar.gz",
                     "05eb050759436cb183d8c576a88967ad9d3a987270e68dcdb78663ba4d7ef1e0"),
                    ("pool/main/b/bart/bart_1.0.00-2.debian.tar.xz",
                     "21d7ed272b87c60be0ab011d4db6e214fa908a409f4b3b42772351c20f5acb93"))),
     # dlib's 200 MB orig-dlib-models tarball (trained models, no code) is not fetched.
     Source("dlib", "dlib 19.24+dfsg-1 (Debian)", False, "BSL-1.0 (Boost; debian/copyright)",
-           f"{DEBIAN_MIRROR}/pool/main/d/dlib/",
            debian=(("pool/main/d/dlib/dlib_19.24+dfsg.orig.tar.bz2",
                     "66b4263822a2ff91a3e769e501c7d7927a13089e178c1427ec19cb0475823cf6"),
                    ("pool/main/d/dlib/dlib_19.24+dfsg-1.debian.tar.xz",
                     "a8983fd91cbdc4500c4b2a5db9f50f46794c6d51cf773c368600db93604ef0b7"))),
     Source("faiss", "faiss 1.7.3-2 (Debian)", False, "MIT (Expat; debian/copyright, LICENSE)",
-           f"{DEBIAN_MIRROR}/pool/main/f/faiss/",
            debian=(("pool/main/f/faiss/faiss_1.7.3.orig.tar.gz",
                     "3e4fac26d8c9e9008ecea4ae5fc414c658998fce4ba75835058b1a71d3516002"),
                    ("pool/main/f/faiss/faiss_1.7.3-2.debian.tar.xz",
@@ -128,7 +128,6 @@ SOURCES = [
     # the CUDA files carry OpenCV's 3-clause BSD header; no file in a CUDA folder has another licence.
     Source("opencv", "opencv 4.10.0+dfsg-9 (Debian; orig and orig-contrib)", False,
            "Apache-2.0 AND BSD-3-Clause (debian/copyright; file headers: OpenCV's 3-clause BSD)",
-           f"{DEBIAN_MIRROR}/pool/main/o/opencv/",
            debian=(("pool/main/o/opencv/opencv_4.10.0+dfsg.orig.tar.xz",
                     "4ca619efbad524c550771ab110332fc81293fb720bd03980fe58bc15f9ca3be8"),
                    ("pool/main/o/opencv/opencv_4.10.0+dfsg.orig-contrib.tar.xz",
@@ -141,7 +140,6 @@ SOURCES = [
     # memory-efficient attention kernels.
     Source("pytorch", "pytorch 2.6.0+dfsg-7 (Debian)", False,
            "BSD-3-Clause (debian/copyright; caffe2: Apache-2.0; UpSampleLinear1d.cu: BSD-2-Clause)",
-           f"{DEBIAN_MIRROR}/pool/main/p/pytorch/",
            exclude=("*/c10/util/Array.h", "*/ATen/detail/FunctionTraits.h", "*/third_party/*",
                     "*/mem_eff_attention/kernels/*", "*/flash_attn/kernels/*"),
            debian=(("pool/main/p/pytorch/pytorch_2.6.0+dfsg.orig.tar.xz",
@@ -152,57 +150,50 @@ SOURCES = [
     # is upstream's LICENSE.txt (Apache-2.0, parts BSD-3-Clause), matched by each file's SPDX line.
     Source("nvidia-nccl", "nvidia-nccl 2.29.7-1-1 (Debian contrib; orig tarball)", False,
            "Apache-2.0 (parts BSD-3-Clause; LICENSE.txt and SPDX headers)",
-           f"{DEBIAN_MIRROR}/pool/contrib/n/nvidia-nccl/",
            debian=(("pool/contrib/n/nvidia-nccl/nvidia-nccl_2.29.7-1.orig.tar.gz",
                     "e67239212c395bfdb398a7519491840d06fdf6b599c299f97c7ed0109777bba1"),)),
     # PCL, ONNX Runtime and Open3D: only the orig tarball is on the mirror, so their licence is upstream's
     # LICENSE file, checked against every collected file's header.
     Source("pcl", "pcl 1.15.0+dfsg-2 (Debian; orig tarball)", False,
            "BSD-3-Clause (LICENSE.txt; file headers, NVIDIA's NCV files in gpu/people too)",
-           f"{DEBIAN_MIRROR}/pool/main/p/pcl/",
            debian=(("pool/main/p/pcl/pcl_1.15.0+dfsg.orig.tar.xz",
                     "2a7258e2bdd298241eeb720f240832206945bc935d2e0003fd06bd8906f5fb7d"),)),
     # ONNX Runtime: MIT; its CUDA kernels taken from FasterTransformer/TensorRT (Apache-2.0), CUTLASS and
     # flash-attention (BSD-3-Clause) say so in their headers. The ROCm (HIP) copies are left out.
     Source("onnxruntime", "onnxruntime 1.21.0+dfsg-1 (Debian; orig tarball)", False,
            "MIT (LICENSE; some kernels Apache-2.0 or BSD-3-Clause by their headers)",
-           f"{DEBIAN_MIRROR}/pool/main/o/onnxruntime/", exclude=("*/rocm/*",),
+           exclude=("*/rocm/*",),
            debian=(("pool/main/o/onnxruntime/onnxruntime_1.21.0+dfsg.orig.tar.xz",
                     "32df1f82bd6b07b18372c0f387133214905cbde7a586b3ad83f0ed0075f80273"),)),
     Source("open3d", "open3d 0.19.0-7 (Debian; orig tarball)", False,
            "MIT (LICENSE; SPDX headers; the slab hash map's files also Apache-2.0)",
-           f"{DEBIAN_MIRROR}/pool/main/o/open3d/",
            debian=(("pool/main/o/open3d/open3d_0.19.0.orig.tar.xz",
                     "fb72d73f3c6a8699682d3330f25cc9da6c2436073c896e64786a3281df5a1d15"),)),
     # COLMAP: only src/ (BSD-3-Clause, debian/copyright's BSD-3-clause-special); lib/PBA (GPL-3+) and
     # lib/SiftGPU (its header: educational and non-profit use) are left out.
     Source("colmap", "colmap 3.8-1 (Debian)", False, "BSD-3-Clause (debian/copyright; src/ only)",
-           f"{DEBIAN_MIRROR}/pool/main/c/colmap/", include=("*/src/*",),
+           include=("*/src/*",),
            debian=(("pool/main/c/colmap/colmap_3.8.orig.tar.gz",
                     "02288f8f61692fe38049d65608ed832b31246e7792692376afb712fa4cef8775"),
                    ("pool/main/c/colmap/colmap_3.8-1.debian.tar.xz",
                     "809fd155053689e9a8666691b874ae1f218abccb5f8f627358d26ed78926a87f"))),
     Source("hypre", "hypre 2.26.0-3 (Debian)", False, "Apache-2.0 OR MIT (debian/copyright; SPDX headers)",
-           f"{DEBIAN_MIRROR}/pool/main/h/hypre/",
            debian=(("pool/main/h/hypre/hypre_2.26.0.orig.tar.gz",
                     "c214084bddc61a06f3758d82947f7f831e76d7e3edeac2c78bb82d597686e05d"),
                    ("pool/main/h/hypre/hypre_2.26.0-3.debian.tar.xz",
                     "fb5cff595d3b98a8b3b65b8fa79119cb945e780481e571e9b60d192cd6e0975b"))),
     Source("petsc", "petsc 3.18.5+dfsg1-1 (Debian)", False, "BSD-2-Clause (debian/copyright)",
-           f"{DEBIAN_MIRROR}/pool/main/p/petsc/",
            debian=(("pool/main/p/petsc/petsc_3.18.5+dfsg1.orig.tar.xz",
                     "e80001ace81706271c25701d3200e75cb62d69194f9e0ed85e4ae213eecb33b6"),
                    ("pool/main/p/petsc/petsc_3.18.5+dfsg1-1.debian.tar.xz",
                     "9383013c05342f2ba5128dee7010a1f43683670dc2003c01b87d9cd0b17c065d"))),
     Source("sundials", "sundials 7.1.1+dfsg1-10 (Debian)", False,
            "BSD-3-Clause (debian/copyright: BSD-3-clause-with-LLNS-notice; SPDX headers)",
-           f"{DEBIAN_MIRROR}/pool/main/s/sundials/",
            debian=(("pool/main/s/sundials/sundials_7.1.1+dfsg1.orig.tar.xz",
                     "8ed409272af77e958d0ac02fd72199d8643063faf2aa61811e5c615d7db5cf8e"),
                    ("pool/main/s/sundials/sundials_7.1.1+dfsg1-10.debian.tar.xz",
                     "050abde6085d14c8bc472303ae3f0fd49c4bc5f72c4a90a1df7586c2620ae654"))),
     Source("opensubdiv", "opensubdiv 3.6.0-3 (Debian)", False, "Apache-2.0 (debian/copyright; Pixar's modified Apache 2.0)",
-           f"{DEBIAN_MIRROR}/pool/main/o/opensubdiv/",
            debian=(("pool/main/o/opensubdiv/opensubdiv_3.6.0.orig.tar.xz",
                     "09dcab919207361addeba64792e9ebd07dae65881ef205a75be68b087989434e"),
                    ("pool/main/o/opensubdiv/opensubdiv_3.6.0-3.debian.tar.xz",

@@ -278,10 +278,10 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
     a type of the family the code after uses them as (engine.scope.usage_type: `bool` for a
     flag, not `int64_t`); then those that are no type twin of one ranked before them
     (engine.scope.without_type: the slots go to different statements, not to `int i = e;`,
-    `unsigned int i = e;` and `int i=e;`); then those that declare the needed names with the very type (const aside)
-    the code after uses them as (`int` in a file of `int` values, not `unsigned int`); then
-    those the model drew more often (the samples' agreement: the commonest answer is the
-    likeliest)."""
+    `unsigned int i = e;` and `int i=e;`); then those that declare the needed names with the
+    very type (const aside) the code after uses them as (`int` in a file of `int` values, not
+    `unsigned int`); then those the model drew more often (the samples' agreement: the
+    commonest answer is the likeliest)."""
     scope = scope_of(prefix, suffix)
     needed = set(needed_names(prefix, suffix))
     families = used_families(needed, prefix, suffix)

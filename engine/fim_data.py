@@ -184,11 +184,15 @@ class FimSampler:
         sizes = np.array([len(t) for t in data.texts], dtype=np.float64)
         weight = np.minimum(sizes, 2 * seq_len * CHARS_PER_TOKEN)
         self.file_p = weight / weight.sum()
+        # Generator.choice(n, p=file_p) draws searchsorted(cdf, random()) with this cdf, computed
+        # anew on every call (~0.3 ms for 30 000 files): the same draws, computed once.
+        self.file_cdf = self.file_p.cumsum()
+        self.file_cdf /= self.file_cdf[-1]
 
     def draw(self, count: int) -> list[Example]:
         spans = []
         while len(spans) < count:
-            f = int(self.rng.choice(len(self.file_p), p=self.file_p))
+            f = int(self.file_cdf.searchsorted(self.rng.random(), side="right"))
             span = random_span(self.data, f, self.rng)
             if span is not None and span.end > span.start:
                 spans.append(span)

@@ -81,6 +81,10 @@ class TrainSettings:
     valid_batches: int = 4
     shard_bytes: int = 15_000_000           # the device machine returns files under 16 MiB
     seed: int = 0
+    # "sdpa": torch's scaled_dot_product_attention over training_mask (dense [B, 1, 2T, 2T]);
+    # "flex": the model torch.compile'd, flex_attention over training_block_mask (on a GPU;
+    # the tiles no query may read are skipped). The same attention (tests/engine).
+    attention: str = "sdpa"
 
     @classmethod
     def load(cls, path: Path) -> TrainSettings:
@@ -98,6 +102,31 @@ def training_mask(doc: torch.Tensor, block_size: int) -> torch.Tensor:
     clean = torch.cat([same_doc & le, torch.zeros_like(same_doc)], dim=2)
     noisy = torch.cat([same_doc & lt, (same_doc & eq).expand(b, t, t)], dim=2)
     return torch.cat([clean, noisy], dim=1)[:, None]
+
+
+def training_mask_mod(doc: torch.Tensor, block_size: int):
+    """training_mask as a flex_attention mask_mod: (batch, head, query, key) -> may attend."""
+    t = doc.shape[1]
+
+    def mask_mod(b, h, q, kv):
+        q_noisy, kv_noisy = q >= t, kv >= t
+        qp, kp = torch.where(q_noisy, q - t, q), torch.where(kv_noisy, kv - t, kv)
+        qb, kb = qp // block_size, kp // block_size
+        same_doc = doc[b, qp] == doc[b, kp]
+        clean = ~q_noisy & ~kv_noisy & (kb <= qb)
+        noisy_reads_clean = q_noisy & ~kv_noisy & (kb < qb)
+        noisy_reads_noisy = q_noisy & kv_noisy & (kb == qb)
+        return same_doc & (clean | noisy_reads_clean | noisy_reads_noisy)
+
+    return mask_mod
+
+
+def training_block_mask(doc: torch.Tensor, block_size: int):
+    """training_mask as a flex_attention BlockMask (with the query tiles its backward needs)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    b, t = doc.shape
+    return create_block_mask(training_mask_mod(doc, block_size), b, None, 2 * t, 2 * t, device=doc.device)
 
 
 def block_noise(ids: torch.Tensor, doc: torch.Tensor, block_size: int, pad_doc: int,
@@ -124,8 +153,10 @@ def role_weights(settings: TrainSettings, device: torch.device) -> torch.Tensor:
 
 def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: int,
                    generator: torch.Generator, device: torch.device,
-                   weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(weighted loss, mean loss on masked middle tokens, mean loss on masked end tokens)."""
+                   weights: torch.Tensor, attention: str = "sdpa") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(weighted loss, mean loss on masked middle tokens, mean loss on masked end tokens).
+    `model` may be the torch.compile'd model (its config is the model's); `attention` as
+    TrainSettings.attention."""
     ids = torch.from_numpy(batch.ids).to(device)
     doc = torch.from_numpy(batch.doc).to(device)
     pos = torch.from_numpy(batch.pos).to(device)
@@ -134,11 +165,14 @@ def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: 
     t = ids.shape[1]
     masked = block_noise(ids, doc, bs, pad_doc, generator)
     noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+    # The BlockMask is built outside the compiled model (engine.model.SDARForCausalLM.forward).
+    mask = training_block_mask(doc, bs) if attention == "flex" else training_mask(doc, bs)
     logits = model(
         torch.cat([ids, noisy], dim=1),
         position_ids=torch.cat([pos, pos], dim=1),
-        attn_mask=training_mask(doc, bs),
+        attn_mask=mask,
         logits_to_keep=t,
+        attention=attention,
     )
     # Weights and masks as multiplications rather than logits[masked]: boolean indexing
     # would sync with the GPU.
@@ -222,6 +256,14 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
             # Fixed batches (same seed every time) so that the curve compares like with like.
             valid = FimSampler(valid_split, tokenizer, settings.seq_len, config.block_size, settings.max_middle,
                                settings.seed).batch(settings.batch_size * settings.valid_batches)
+    if settings.attention not in ("sdpa", "flex"):
+        raise ValueError(f"attention must be 'sdpa' or 'flex', not {settings.attention!r}")
+    attention = settings.attention
+    if attention == "flex" and device.type != "cuda":
+        print("attention: sdpa (flex_attention has no backward on a CPU)", flush=True)
+        attention = "sdpa"
+    # flex_attention is fast only compiled (eager, it computes the whole masked attention).
+    stepper = torch.compile(model, dynamic=False) if attention == "flex" else model
     optimizer = make_optimizer(model, settings, device)
     generator = torch.Generator(device=device).manual_seed(settings.seed)
     weights = role_weights(settings, device)
@@ -250,8 +292,8 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
         with torch.no_grad(), autocast:
             for k in range(settings.valid_batches):
                 part = Batch(*(a[k * n:(k + 1) * n] for a in (valid.ids, valid.doc, valid.pos, valid.role)))
-                sums += torch.stack(diffusion_loss(model, part, config.mask_token_id, PAD_DOC, noise, device,
-                                                   weights))
+                sums += torch.stack(diffusion_loss(stepper, part, config.mask_token_id, PAD_DOC, noise, device,
+                                                   weights, attention))
         model.train()
         return (sums / settings.valid_batches).tolist()
 
@@ -278,8 +320,8 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
                 group["lr"] = lr
             batch = sampler.batch(settings.batch_size)
             with autocast:
-                loss, middle_loss, end_loss = diffusion_loss(model, batch, config.mask_token_id, PAD_DOC,
-                                                             generator, device, weights)
+                loss, middle_loss, end_loss = diffusion_loss(stepper, batch, config.mask_token_id, PAD_DOC,
+                                                             generator, device, weights, attention)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)

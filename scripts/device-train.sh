@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Train the built-in model on the device machine, one command at a time (a device command may
 # run 10 minutes; the settings' budget_seconds can be longer):
-#   scripts/device-train.sh SECONDS
-# trains SECONDS in this call. The first call unpacks the corpus carried as texts in
+#   [SETTINGS=FILE] scripts/device-train.sh SECONDS
+# trains SECONDS in this call (SETTINGS: default engine/builtin/train_settings.json). The first
+# call unpacks the corpus carried as texts in
 # .train-carry/corpus.tar.xz (scripts/build_corpus.py's output is too large for the device's
 # 64 MiB tree; the line arrays are rebuilt there with --reindex) and starts from the settings'
 # `init`; a later call on the same warm machine resumes from .train-run/train_state.pt. Every
@@ -24,7 +25,7 @@ fi
 resume=()
 [ -f .train-run/train_state.pt ] && resume=(--resume)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$out/train.log" 2>&1 || true
-python3 -m engine.train --settings engine/builtin/train_settings.json --out .train-run "${resume[@]}" \
+python3 -m engine.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
   --stop-after "$seconds" 2>&1 | tee -a "$out/train.log"
 mkdir -p "$out/checkpoint"
 cp .train-run/checkpoint/* "$out/checkpoint/"

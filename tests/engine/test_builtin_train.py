@@ -35,7 +35,9 @@ from engine.train import (
     export,
     role_weights,
     train,
+    training_block_mask,
     training_mask,
+    training_mask_mod,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -363,6 +365,50 @@ def test_training_mask_is_block_diffusion_within_examples():
     assert not mask[q, 4:8].any() and not mask[q, t : t + 4].any()
     # Noisy first block of example 1 sees nothing of example 0.
     assert not mask[t + 9, 0:8].any() and mask[t + 9, t + 8 : t + 12].all()
+
+
+def _packed_docs(rows: int, t: int, seed: int) -> torch.Tensor:
+    """doc ids as FimSampler packs them: examples of whole blocks, then padding, one id a block."""
+    g = torch.Generator().manual_seed(seed)
+    doc = torch.empty(rows, t, dtype=torch.long)
+    for r in range(rows):
+        at, n = 0, 0
+        while at < t - 8:
+            length = min(4 * int(torch.randint(1, 6, (1,), generator=g)), t - at)
+            doc[r, at:at + length] = n
+            at, n = at + length, n + 1
+        doc[r, at:] = PAD_DOC + torch.arange(t - at) // 4 + at // 4
+    return doc
+
+
+def test_flex_training_mask_is_the_dense_one_query_by_key():
+    doc = _packed_docs(3, 40, seed=1)
+    dense = training_mask(doc, 4)[:, 0]
+    b, q, kv = torch.meshgrid(torch.arange(3), torch.arange(80), torch.arange(80), indexing="ij")
+    assert torch.equal(training_mask_mod(doc, 4)(b, None, q, kv), dense)
+
+
+def test_flex_training_loss_is_the_sdpa_loss():
+    """The same weights, batch and noise: the loss through flex_attention over the BlockMask
+    (eager here; compiled on a GPU by train) is the loss through SDPA over the dense mask."""
+    torch.manual_seed(0)
+    from engine.loading import config_from_json
+    from engine.model import SDARForCausalLM
+
+    model = SDARForCausalLM(config_from_json({
+        "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "block_size": 4,
+        "mask_token_id": 31, "eos_token_id": 0, "max_position_embeddings": 256}))
+    doc = _packed_docs(2, 160, seed=2)
+    ids = torch.randint(1, 30, (2, 160))
+    role = torch.full((2, 160), ROLE_MIDDLE)
+    batch = Batch(ids.numpy(), doc.numpy(), (torch.arange(160)[None] % 40).expand(2, -1).numpy(), role.numpy())
+    weights = role_weights(TrainSettings(), torch.device("cpu"))
+    with torch.no_grad():   # flex_attention has no backward on a CPU (the GPU test has)
+        losses = [diffusion_loss(model, batch, 31, PAD_DOC, torch.Generator().manual_seed(3), torch.device("cpu"),
+                                 weights, attention) for attention in ("sdpa", "flex")]
+    assert torch.allclose(torch.stack(losses[0]), torch.stack(losses[1]), atol=1e-5)
+    assert training_block_mask(doc, 4).shape == (2, 1, 320, 320)
 
 
 def test_block_noise_masks_one_to_block_size_per_block_and_never_padding():

@@ -160,11 +160,15 @@ def decode(
     should_cancel: Callable[[], bool] | None = None,
     path: str = "cached",
     first_banned: Sequence[int] = (),
+    start_constraint: Callable[[list[int]], torch.Tensor | None] | None = None,
 ) -> DecodeResult:
     """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
     should_cancel() returns true (polled before every step). `on_progress` hears of the
     prefill and of each finished block. `first_banned`: tokens the answer may not start with
-    (the default preset only; a FIM fill's closing brackets, engine.local).
+    (the default preset only; a FIM fill's closing brackets, engine.local). `start_constraint`
+    (the default preset only): given a row's first answer tokens, the bool [V] of tokens banned
+    next, or None once the row is free; the answer's positions are then decoded left to right
+    until it is (engine.local.NameStart: the answer starts with one of the file's names).
 
     The host reads the device once per block (the stop tokens), and inside a block only once
     its planned steps are spent (planned_steps): the static strategies queue a whole block's
@@ -205,6 +209,7 @@ def decode(
     dice = sampling.preset == "dice"
     banned = torch.tensor(sorted(set(first_banned)), device=device, dtype=torch.long) \
         if len(first_banned) and not dice else None
+    constrained = [start_constraint is not None and not dice] * n   # rows still under start_constraint
     stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
     steps = 0
     for block in range(first_block, total_blocks):
@@ -239,8 +244,11 @@ def decode(
                 logits[..., mask_id] = float("-inf")  # the mask is never an answer
             if banned is not None and start <= prompt_len < end:
                 logits[:, prompt_len - start, banned] = float("-inf")
+            eligible = masked
+            if any(constrained):
+                eligible = constrain_start(x, logits, masked, constrained, start_constraint, prompt_len, start, mask_id)
             tokens, confidence = sample_tokens(logits, sampling, generator)
-            commit = choose_commits(sampling, masked, confidence, schedule[min(step, len(schedule) - 1)])
+            commit = choose_commits(sampling, eligible, confidence, schedule[min(step, len(schedule) - 1)])
             x[:, start:end] = torch.where(commit, tokens, x[:, start:end])
             step += 1
             steps += 1
@@ -264,6 +272,32 @@ def decode(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)
+
+
+def constrain_start(x: torch.Tensor, logits: torch.Tensor, masked: torch.Tensor, constrained: list[bool],
+                    start_constraint: Callable[[list[int]], torch.Tensor | None], prompt_len: int, start: int,
+                    mask_id: int) -> torch.Tensor:
+    """The positions of the block [start, start + bs) that may be committed this step: in a row
+    under the constraint, only its first masked answer position, whose banned tokens get -inf
+    in `logits` (in place); a row the constraint frees (None) is marked so in `constrained`.
+    Reads the rows' answers on the host (a constrained decode is a short repair, engine.local)."""
+    eligible = masked.clone()
+    bs = masked.shape[1]
+    answers = x[:, prompt_len:start + bs].tolist()
+    for row, answer in enumerate(answers):
+        if not constrained[row]:
+            continue
+        first = answer.index(mask_id) if mask_id in answer else len(answer)
+        banned = start_constraint(answer[:first])
+        if banned is None:
+            constrained[row] = False
+            continue
+        at = prompt_len + first - start
+        if at >= bs:   # the block is whole (cannot happen while masks remain)
+            continue
+        eligible[row, at + 1:] = False
+        logits[row, at, banned.to(logits.device)] = float("-inf")
+    return eligible
 
 
 WARM_BATCHES = (1, 8)  # a single fill, and up to 8 candidates (the editor's 4; a sampled FIM fill's 2 x 4)

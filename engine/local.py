@@ -19,7 +19,8 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, fits_span,
+from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types,
+                          file_names, first_invented, fits_span,
                           initialized_declaration, inside_one_line, misuses_builtins, needed_names, redeclared,
                           renamed_declaration, renamed_invented, scope_of, starts_statement, type_family,
                           uninitialized_declaration, unknown_names, usage_type, without_type)
@@ -45,6 +46,16 @@ DECLARE_MAX_TOKENS = 32
 # selection's shape or that cannot compile (shows_bad_fills) draws FIM_OVERSAMPLE x n more,
 # once, with the request's seed plus this.
 TOP_UP_SEED = 101
+# A sampled fill that still shows fewer than n good candidates (shows_bad_fills) and has drawn
+# candidates reading a name the file does not have (engine.scope.before_invented) redraws, for
+# the REPAIR_HEADS commonest of those candidates' text up to that name, REPAIR_ROWS candidates
+# that go on from there with a name of the file (the first token must start one; the model
+# picks which and writes the rest). A small model writes the shape of a statement well and
+# copies a distant name badly: `out[2] = attn_biasii;` where `ln_ai` was declared above.
+REPAIR_HEADS = 2
+REPAIR_ROWS = 2
+REPAIR_SEED = 202
+REPAIR_MAX_TOKENS = 8   # a name's tokens; the draw is cut after its first name
 # A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
 # and a line of code is rarely longer than this: a candidate that runs on past its line stops here
 # instead of at max_tokens (on a CPU, the rows that run on set a batch's time).
@@ -111,6 +122,8 @@ class LocalEngine(EngineBase):
                         seed = None if request.sampling.seed is None else request.sampling.seed + TOP_UP_SEED
                         more = replace(request, sampling=replace(request.sampling, seed=seed))
                         drawn += self.fim_draw(more, FIM_OVERSAMPLE, on_progress, should_cancel)
+                    if shows_bad_fills(drawn, request.prefix, request.suffix, request.n):
+                        drawn += self.scope_repairs(request, drawn, on_progress, should_cancel)
                 # Each in the file's spelling (engine.spelling; the corpus's commoner one where
                 # the file says nothing): the same statement as the file writes it, and two
                 # spellings of one statement then count as one when ranked.
@@ -193,20 +206,66 @@ class LocalEngine(EngineBase):
                 found.append(replace(c, text=cut_to_span(text, prefix, suffix)))
         return found
 
+    def scope_repairs(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
+                      should_cancel: CancelFn) -> list[Candidate]:
+        """Drawn candidates that read a name the file does not have (engine.scope.first_invented),
+        with that name replaced by one the model chooses among the file's names: for the
+        REPAIR_HEADS commonest texts before such a name, REPAIR_ROWS short draws that must start
+        with a name of the file (NameStart: token by token among the names' tokens), each name
+        so drawn put in place of the invented one in every drawn candidate with that text before
+        it. `out[2] = attn_biasii;` where `ln_ai` was declared above becomes `out[2] = ln_ai;` if
+        the model chooses `ln_ai` there."""
+        prefix, suffix = request.prefix, request.suffix
+        scope, names = scope_of(prefix, suffix), sorted(file_names(prefix, suffix))
+        invented: dict[str, list[tuple[str, str]]] = {}
+        for c in drawn:
+            found_name = first_invented(c.text, scope)
+            if found_name is not None and fits_span(c.text, prefix, suffix):
+                head, name = found_name
+                invented.setdefault(head, []).append((name, c.text[len(head) + len(name):]))
+        heads = sorted(invented, key=lambda h: -len(invented[h]))[:REPAIR_HEADS]
+        found = []
+        for k, head in enumerate(heads):
+            # The space before a name is the name's first token's (` ln`), as the corpus has it.
+            lead = " " if head.endswith(" ") else ""
+            start = NameStart([self.tokenizer.encode(lead + name, add_special_tokens=False) for name in names],
+                              self.word_tokens, self.config.vocab_size)
+            seed = None if request.sampling.seed is None else request.sampling.seed + REPAIR_SEED + k
+            started = replace(request, prefix=prefix + head.removesuffix(" "), n=REPAIR_ROWS,
+                              sampling=replace(request.sampling, seed=seed), max_tokens=REPAIR_MAX_TOKENS)
+            chosen = dict.fromkeys(m.group(1) for c in self.decode_batch(started, on_progress, should_cancel,
+                                                                         start_constraint=start)
+                                   if (m := re.match(r"\s*([A-Za-z_]\w*)", c.text)) and m.group(1) in names)
+            for name in chosen:
+                for bad, rest in dict.fromkeys(invented[head]):
+                    text = head + name + re.sub(r"(?<![\w.>:])%s(?!\w)" % re.escape(bad), name, rest)
+                    found.append(Candidate(text, 0, 0, 0.0, "eos", text))
+        return found
+
+    @functools.cached_property
+    def word_tokens(self) -> list[int]:
+        """The tokens whose text starts with a word character (they would go on with a name)."""
+        return [i for i, text in enumerate(self.token_texts) if text[:1].isalnum() or text[:1] == "_"]
+
+    @functools.cached_property
+    def token_texts(self) -> list[str]:
+        """Each token's text, by id."""
+        return [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
+
     @functools.cached_property
     def closing_tokens(self) -> list[int]:
         """The tokens whose text, leading whitespace aside, starts with `}`, `)` or `]`."""
-        return [i for i in range(len(self.tokenizer))
-                if self.tokenizer.decode([i]).lstrip()[:1] in ("}", ")", "]")]
+        return [i for i, text in enumerate(self.token_texts) if text.lstrip()[:1] in ("}", ")", "]")]
 
     def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn,
-                     first_banned: list[int] | tuple = ()) -> list[Candidate]:
-        """Decode the request's n answers as one batch (none starting with a `first_banned` token)."""
+                     first_banned: list[int] | tuple = (), start_constraint: NameStart | None = None) -> list[Candidate]:
+        """Decode the request's n answers as one batch (none starting with a `first_banned` token;
+        each starting as `start_constraint` allows: engine.decode.decode)."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
                     stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel,
-                    first_banned=first_banned)
+                    first_banned=first_banned, start_constraint=start_constraint)
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
         except Cancelled:
@@ -242,6 +301,39 @@ class LocalEngine(EngineBase):
         prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
                                     line_tokens=line_tokens)
         return replace(request, prefix=prefix, suffix=suffix)
+
+
+class NameStart:
+    """engine.decode.decode's start_constraint for an answer that must start with one of some
+    names, each given as its tokens: a trie of them. Inside a name only the tokens that go on
+    with one are allowed; after a whole name, a token that goes on with a longer name or one that
+    does not start with a word character (`ln_ai` must not become `ln_aiii`); then the answer is
+    free."""
+
+    def __init__(self, names: list[list[int]], word_tokens: list[int], vocab_size: int):
+        self.root: dict = {}
+        for tokens in names:
+            node = self.root
+            for t in tokens:
+                node = node.setdefault(t, {})
+            node[None] = True   # a whole name ends here
+        self.word_tokens = torch.tensor(word_tokens, dtype=torch.long)
+        self.vocab_size = vocab_size
+
+    def __call__(self, tokens: list[int]) -> torch.Tensor | None:
+        node = self.root
+        for t in tokens:
+            if t not in node:   # what followed a whole name: the answer is free
+                return None
+            node = node[t]
+        banned = torch.ones(self.vocab_size, dtype=torch.bool)
+        if None in node:   # a whole name: anything but more of a name not in the trie
+            banned[:] = False
+            banned[self.word_tokens] = True
+        children = [t for t in node if t is not None]
+        if children:
+            banned[torch.tensor(children)] = False
+        return banned
 
 
 def normalized(text: str) -> str:

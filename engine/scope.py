@@ -95,6 +95,30 @@ def unknown_names(fill: str, scope: frozenset[str]) -> list[str]:
                   if not n.isdigit() and not re.fullmatch(r"\d\w*", n))
 
 
+def file_names(prefix: str, suffix: str) -> frozenset[str]:
+    """The identifiers the text around a fill mentions that are not C/CUDA words or built-ins:
+    the file's own variables, parameters, functions and types (`x`, `y`, `z` and `w` too, which
+    BUILTINS holds as members of the built-in vectors, and which are common names)."""
+    return frozenset((_names(prefix) | _names(suffix)) - (BUILTINS - {"x", "y", "z", "w"}))
+
+
+def first_invented(fill: str, scope: frozenset[str]) -> tuple[str, str] | None:
+    """(`fill` up to the first name it reads that is not in `scope` (unknown_names), that name):
+    where the model wrote a name the file does not have and a name of the file belongs. The
+    text before it keeps the space before the name if there is one. None when it reads no such
+    name, or when the name follows other whitespace (a line break, an indentation)."""
+    unknown = set(unknown_names(fill, scope))
+    if not unknown:
+        return None
+    code = COMMENT_OR_STRING.sub(lambda m: " " * len(m.group()), fill)
+    for m in IDENTIFIER.finditer(code):
+        if m.group(1) in unknown:
+            head = fill[:m.start()]
+            gap = head[len(head.rstrip()):]
+            return (head, m.group(1)) if not head or (head.strip() and gap in ("", " ")) else None
+    return None
+
+
 # What cannot compile whatever the file: a member of a built-in dim3 other than x, y and z
 # (`blockDim.xg`), and a CUDA qualifier called as a function (`__host__();`).
 BAD_BUILTIN_USE = re.compile(r"(?<![\w.>:])(?:threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*(?![xyz](?!\w))\w+"

@@ -377,3 +377,25 @@ def test_the_default_path_off_a_gpu_is_the_eager_cached_one():
     from engine.fast_paths import default_path
 
     assert default_path(random_model(tiny_sdar_config())) == "cached"
+
+
+def test_a_start_constraint_decodes_one_of_its_names_then_frees_the_answer(tiny):
+    """NameStart: each answer starts with one of the names (token sequences), whole, then a
+    token that does not go on with a word; the rest is free. The names here are what this model
+    would not write: its free answers' first tokens, shifted."""
+    from engine.local import NameStart
+
+    free = decode(tiny, prompt(10), n=4, max_tokens=12, sampling=Sampling(temperature=1.0, seed=5), stop_ids=[])
+    names = [[7, 8, 9], [7, 11], [13]]
+    word_tokens = [8, 9, 11, 13, 14, 15]   # say: these go on with a name
+    start = NameStart(names, word_tokens, tiny.config.vocab_size)
+    kept = decode(tiny, prompt(10), n=4, max_tokens=12, sampling=Sampling(temperature=1.0, seed=5), stop_ids=[],
+                  start_constraint=start)
+    for row in kept.tokens:
+        name = next(n for n in names if row[:len(n)] == n)
+        assert row[len(name)] not in word_tokens
+    assert kept.tokens != free.tokens
+    # The trie: inside a name only its next tokens; after a whole one, no word token; then free.
+    assert (~start([7])).nonzero().flatten().tolist() == [8, 11]
+    assert start([13])[14] and not start([13])[2]
+    assert start([13, 2]) is None

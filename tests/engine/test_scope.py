@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, TOP_UP_SEED, USED_AS_SHARE,
-                          LocalEngine, normalized, rank_in_scope)
-from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, fits_span,
+from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
+                          USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
+from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, file_names, first_invented,
+                          fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
                           starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
                           without_type)
@@ -26,6 +27,17 @@ def test_invented_names_are_unknown_and_declared_or_builtin_ones_are_not():
     assert unknown_names("float t = fmaxf(x[i], 1.0f) * 0x1F; y[i] = t;", scope) == []
     assert unknown_names("y[i] = __ldg(&x[i]) + s.val;", scope) == ["s"]   # members are not checked
     assert unknown_names('// beta here\ny[i] = a; printf("gamma");', scope) == []
+
+
+def test_the_first_invented_name_and_the_text_before_it():
+    scope = scope_of(PREFIX, SUFFIX)
+    assert first_invented("y[i] = a * x[i] + b * y[i];", scope) == ("y[i] = a * x[i] + ", "b")
+    assert first_invented("y[i] = a*x[i]+b*y[i];", scope) == ("y[i] = a*x[i]+", "b")
+    assert first_invented("q = a;", scope) == ("", "q")
+    assert first_invented(STATEMENT, scope) is None
+    assert first_invented("y[i] = a;\n    q = 1;", scope) is None   # after a line break: no place to restart
+    assert {"saxpy", "n", "a", "x", "y", "i"} <= file_names(PREFIX, SUFFIX)
+    assert not {"float", "threadIdx", "blockIdx"} & file_names(PREFIX, SUFFIX)
 
 
 def test_shape_of_a_one_line_selection():
@@ -75,8 +87,9 @@ def test_sampled_fim_fill_draws_extra_candidates_and_returns_n(tiny_fim_checkpoi
     banned = []
 
     def decode_batch(request, *args, **kwargs):
-        seen.append(request.n)
-        banned.append(kwargs.get("first_banned"))
+        if kwargs.get("start_constraint") is None:   # not a repair of an invented name (below)
+            seen.append(request.n)
+            banned.append(kwargs.get("first_banned"))
         return original(request, *args, **kwargs)
 
     model.decode_batch = decode_batch
@@ -446,3 +459,38 @@ def test_a_draw_with_too_few_good_candidates_is_topped_up_once(tiny_fim_checkpoi
     draws["first"] = [STATEMENT]
     out = [c.text for c in model.infill(PREFIX, SUFFIX, n=3, max_tokens=8, temperature=0.7, seed=5)]
     assert seeds == [5] and set(out) == {STATEMENT}
+
+
+ROOFLINE = """__global__ void roofline(float* out, float gemm_ai, float attn_ai, float ln_n) {
+    if (threadIdx.x == 0) {
+        float ln_ai = 5.0f * ln_n / (8.0f * ln_n);
+        out[0] = gemm_ai;
+        out[1] = attn_ai;
+        out[2] = ln_ai;
+        out[3] = (ln_ai >= 1.0f) ? 1.0f : 0.0f;
+    }
+}
+"""
+
+
+def test_an_invented_name_is_replaced_by_a_name_of_the_file_the_model_chooses():
+    """The shipped model, on the kind of line where it invents a name (`attn_biasii` where the
+    file has `ln_ai`): each repair keeps the drawn text around the name and reads only names the
+    file has, chosen by the model from them."""
+    import engine
+
+    model = engine.load("builtin", device="cpu")
+    at = ROOFLINE.index("out[2] = ln_ai;")
+    prefix, suffix = ROOFLINE[:at], ROOFLINE[at + len("out[2] = ln_ai;"):]
+    from engine.types import InfillRequest, Sampling
+
+    request = InfillRequest(prefix, suffix, n=4, max_tokens=40, sampling=Sampling(temperature=1.0, seed=3))
+    drawn = [_candidate("out[2] = attn_biasii;"), _candidate("out[2] = attn_bi + attn_bi;")]
+    repairs = model.scope_repairs(request, drawn, None, None)
+    scope = scope_of(prefix, suffix)
+    assert repairs and len(repairs) <= 2 * REPAIR_ROWS
+    for c in repairs:
+        assert not unknown_names(c.text, scope), c.text
+        name = c.text.removeprefix("out[2] = ").split(";")[0].split(" + ")[0]
+        assert name in file_names(prefix, suffix)
+        assert c.text in (f"out[2] = {name};", f"out[2] = {name} + {name};")

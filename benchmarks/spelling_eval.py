@@ -5,6 +5,7 @@ more often? Measured on fresh held-out statements, the drawing done once.
     python benchmarks/spelling_eval.py replay $OUT/spelling_draws-5-*.json
     python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # session 17's draws
     python benchmarks/spelling_eval.py replay docs/spelling-draws-ban-seeds-5-6.json.xz   # ... with the bracket ban
+    python benchmarks/spelling_eval.py shown RECORDS...   # what each set of draws showed: original, compiles
 
 `draw` takes cases as benchmarks/builtin_eval.py does, from all held-out packages (`--kernels`
 kernels, `--per-kernel` statements each: by default 200 statements, most of them not in
@@ -102,17 +103,39 @@ def found(rows: list[dict], share: float | None, candidates: int = 4) -> int:
 
 
 def replay(args: argparse.Namespace) -> None:
-    def read(path: str) -> dict:
-        data = Path(path).read_bytes()
-        return json.loads(lzma.decompress(data) if path.endswith(".xz") else data)
-
-    rows = [row for path in args.records for row in read(path)["rows"]]
+    rows = [row for path in args.records for row in read_rows(path)]
     print(f"{len(rows)} cases from {len(args.records)} records")
     for share in SHARES:
         count = found(rows, share, args.candidates)
         name = "no prior" if share is None else f"prior, share {share:.2f}"
         print(f"{name:>18}: the original among the {args.candidates} in {count} of {len(rows)} "
               f"({count / len(rows):.1%})")
+
+
+def shown(args: argparse.Namespace) -> None:
+    """What the recorded fills showed the user, per record set: how many show the original, and
+    how many show a candidate that compiles (nvcc, as builtin_eval checks; each distinct
+    source checked once across the sets, in parallel)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from builtin_eval import compiles, same_code
+
+    sets = {path: read_rows(path) for path in args.records}
+    sources = {row["prefix"] + t + row["suffix"] for rows in sets.values() for row in rows
+               for t in dict.fromkeys(row["shown"])}
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        compiled = dict(zip(sources, pool.map(compiles, sources)))
+    for path, rows in sets.items():
+        exact = sum(any(same_code(t, row["middle"]) for t in row["shown"]) for row in rows)
+        ok = sum(any(compiled[row["prefix"] + t + row["suffix"]] for t in row["shown"]) for row in rows)
+        seconds = sorted(row["seconds"] for row in rows)[len(rows) // 2]
+        print(f"{path}: {len(rows)} fills; the original shown in {exact} ({exact / len(rows):.1%}), a candidate "
+              f"that compiles in {ok} ({ok / len(rows):.1%}); median {seconds:.1f} s a fill")
+
+
+def read_rows(path: str) -> list[dict]:
+    data = Path(path).read_bytes()
+    return json.loads(lzma.decompress(data) if path.endswith(".xz") else data)["rows"]
 
 
 def main() -> None:
@@ -132,9 +155,13 @@ def main() -> None:
     r = sub.add_parser("replay")
     r.add_argument("records", nargs="+")
     r.add_argument("--candidates", type=int, default=4)
+    w = sub.add_parser("shown")
+    w.add_argument("records", nargs="+", help="draw records, each a set (several files of one set: join them first)")
     args = ap.parse_args()
     if args.command == "draw":
         draw(args)
+    elif args.command == "shown":
+        shown(args)
     else:
         replay(args)
 

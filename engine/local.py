@@ -47,11 +47,11 @@ DECLARE_MAX_TOKENS = 32
 # once, with the request's seed plus this.
 TOP_UP_SEED = 101
 # A sampled fill that still shows fewer than n good candidates (shows_bad_fills) and has drawn
-# candidates reading a name the file does not have (engine.scope.before_invented) redraws, for
-# the REPAIR_HEADS commonest of those candidates' text up to that name, REPAIR_ROWS candidates
-# that go on from there with a name of the file (the first token must start one; the model
-# picks which and writes the rest). A small model writes the shape of a statement well and
-# copies a distant name badly: `out[2] = attn_biasii;` where `ln_ai` was declared above.
+# candidates reading a name the file does not have (engine.scope.first_invented) draws, for the
+# REPAIR_HEADS commonest of those candidates' texts before that name, REPAIR_ROWS short answers
+# that must start with a name of the file (NameStart), and puts each name so chosen in place of
+# the invented one (LocalEngine.scope_repairs). A small model writes the shape of a statement
+# well and copies a distant name badly: `out[2] = attn_biasii;` where `ln_ai` was declared above.
 REPAIR_HEADS = 2
 REPAIR_ROWS = 2
 REPAIR_SEED = 202
@@ -217,6 +217,8 @@ class LocalEngine(EngineBase):
         the model chooses `ln_ai` there."""
         prefix, suffix = request.prefix, request.suffix
         scope, names = scope_of(prefix, suffix), sorted(file_names(prefix, suffix))
+        if not names:   # nothing to choose from (NameStart would ban every token)
+            return []
         invented: dict[str, list[tuple[str, str]]] = {}
         for c in drawn:
             found_name = first_invented(c.text, scope)

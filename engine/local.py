@@ -19,11 +19,11 @@ from engine.decode import decode, warm_up
 from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types,
-                          file_names, first_invented, fits_span,
-                          initialized_declaration, inside_one_line, misuses_builtins, needed_names, redeclared,
-                          renamed_declaration, renamed_invented, scope_of, starts_statement, type_family,
-                          uninitialized_declaration, unknown_names, usage_type, without_type)
+from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
+                          first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
+                          needed_names, redeclared, renamed, renamed_declaration, renamed_invented, scope_of,
+                          starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
+                          without_type)
 from engine.spelling import code_tokens, respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
@@ -240,7 +240,7 @@ class LocalEngine(EngineBase):
                                    if (m := re.match(r"\s*([A-Za-z_]\w*)", c.text)) and m.group(1) in names)
             for name in chosen:
                 for bad, rest in dict.fromkeys(invented[head]):
-                    text = head + name + re.sub(r"(?<![\w.>:])%s(?!\w)" % re.escape(bad), name, rest)
+                    text = head + name + renamed(rest, bad, name)
                     found.append(Candidate(text, 0, 0, 0.0, "eos", text))
         return found
 
@@ -260,7 +260,8 @@ class LocalEngine(EngineBase):
         return [i for i, text in enumerate(self.token_texts) if text.lstrip()[:1] in ("}", ")", "]")]
 
     def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn,
-                     first_banned: list[int] | tuple = (), start_constraint: NameStart | None = None) -> list[Candidate]:
+                     first_banned: list[int] | tuple = (),
+                     start_constraint: NameStart | None = None) -> list[Candidate]:
         """Decode the request's n answers as one batch (none starting with a `first_banned` token;
         each starting as `start_constraint` allows: engine.decode.decode)."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)

@@ -78,6 +78,11 @@ def _word(name: str) -> str:
     return r"(?<![\w.>:])%s(?!\w)" % re.escape(name)
 
 
+def renamed(code: str, old: str, new: str) -> str:
+    """`code` with the name `old` (as a name of its own: _word) written `new` wherever it occurs."""
+    return re.sub(_word(old), new, code)
+
+
 def _names(code: str) -> set[str]:
     return set(IDENTIFIER.findall(COMMENT_OR_STRING.sub(" ", code)))
 
@@ -667,7 +672,7 @@ def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:
     if len(re.findall(word, code)) != len(re.findall(word, fill)) or re.search(word + r"\s*[(<]", code) \
             or re.search(r"[(<]\s*" + word + r"\s*[*&]*\s*[)>]\s*[\w(]", code):
         return None   # called, in a string or comment, or used as a type (`(T)x`, `<T>(`)
-    return re.sub(word, spare[0], fill)
+    return renamed(fill, invented[0], spare[0])
 
 
 def without_type(fill: str) -> str:

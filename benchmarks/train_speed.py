@@ -38,7 +38,8 @@ def loop_speed(settings: TrainSettings, steps: int, device: torch.device) -> dic
         started = time.perf_counter()
         train(settings, Path(out), resume=False, device=device, max_steps=steps)
         wall = time.perf_counter() - started
-        rows = list(csv.DictReader(open(Path(out) / "loss.csv")))
+        with open(Path(out) / "loss.csv", newline="") as log:
+            rows = list(csv.DictReader(log))
     first, second, last = rows[0], rows[1], rows[-1]
     timed_steps = int(last["step"]) - int(second["step"])
     timed_seconds = float(last["seconds"]) - float(second["seconds"])

@@ -210,6 +210,50 @@ SOURCES = [
            "https://pypi.org/project/natten/", include=("*/csrc/*",)),
     Source("pytorch-fast-transformers", "pytorch-fast-transformers==0.4.0", True, "MIT (PKG-INFO)",
            "https://pypi.org/project/pytorch-fast-transformers/"),
+    # --- More sources (added 2026-12-05): ordinary kernels first (layers, element-wise ops, reductions);
+    # each licence read from debian/copyright where the mirror has the .debian.tar.xz, else from the
+    # upstream LICENSE, checked against the collected files' headers.
+    # Caffe: debian/copyright's Files: * is CAFFE_LICENSE_BSD-2-Clause (its gtest copy, BSD-3, has no CUDA).
+    Source("caffe", "caffe 1.0.0+git20180821.99bd997-8 (Debian)", False,
+           "BSD-2-Clause (debian/copyright: CAFFE_LICENSE_BSD-2-Clause)",
+           debian=(("pool/main/c/caffe/caffe_1.0.0+git20180821.99bd997.orig.tar.gz",
+                    "e0eb3f06794f7402c77b7dec8e8480273ee1a1bb192e9122b621a69d4147ad0c"),
+                   ("pool/main/c/caffe/caffe_1.0.0+git20180821.99bd997-8.debian.tar.xz",
+                    "07cf073227494a6b07234e40cb5df91db566616593eef9baafdc4d06ad159f21"))),
+    Source("gloo", "gloo 0.0~git20250912.d97133a-2 (Debian)", False, "BSD-3-Clause (debian/copyright; file headers)",
+           debian=(("pool/main/g/gloo/gloo_0.0~git20250912.d97133a.orig.tar.xz",
+                    "43d930375720059ac67b1619c7d020d5d2cee79757caf4e75a1bfedb8eeb2b42"),
+                   ("pool/main/g/gloo/gloo_0.0~git20250912.d97133a-2.debian.tar.xz",
+                    "3e4757f69ef96d07235d4aceac33fae6dde3f8627fc639bd22f7188ba3e303bf"))),
+    # torchvision and torchaudio (Debian's pytorch-vision, pytorch-audio): only the orig tarballs are on the
+    # mirror, so the licence is upstream's LICENSE, matched by the files' headers.
+    Source("pytorch-vision", "pytorch-vision 0.21.0-3 (Debian; orig tarball)", False,
+           "BSD-3-Clause (LICENSE; file headers)",
+           debian=(("pool/main/p/pytorch-vision/pytorch-vision_0.21.0.orig.tar.gz",
+                    "0a4a967bbb7f9810f792cd0289a07fb98c8fb5d1303fae8b63e3a6b05d720058"),)),
+    Source("pytorch-audio", "pytorch-audio 2.6.0-1 (Debian; orig tarball)", False,
+           "BSD-2-Clause (LICENSE; cuctc headers BSD, rnnt gpu_kernels.cuh MIT)",
+           debian=(("pool/main/p/pytorch-audio/pytorch-audio_2.6.0.orig.tar.gz",
+                    "3335d8fcf58c26acf3c628d751103b59226e01c91847ce56efb2a4e7ae8351ef"),)),
+    # CCCL: only the tests, examples and benchmarks of Thrust (Apache-2.0) and CUB (BSD-3-Clause), which are
+    # ordinary programs using them; the library headers (CuPy ships a copy already) and libcu++ (some of
+    # whose files are under the NVIDIA Software License) are left out. Orig tarball only on the mirror.
+    Source("cccl", "cccl 2.5.0-1 (Debian; orig tarball)", False,
+           "Apache-2.0 (Thrust) and BSD-3-Clause (CUB) (LICENSE, cub/LICENSE.TXT; file headers; libcu++ not taken)",
+           include=("*/thrust/testing/*", "*/thrust/examples/*", "*/thrust/benchmarks/*",
+                    "*/cub/test/*", "*/cub/examples/*", "*/cub/benchmarks/*"),
+           debian=(("pool/main/c/cccl/cccl_2.5.0.orig.tar.gz",
+                    "dc548c33178f4bed1d63dfc6b3a39aa3bf6da22a2b46305ec86b9938222634d7"),)),
+    # flash-attn: its own CUDA (flash_attn, layer_norm, fused_dense_lib); its vendored CUTLASS (a source
+    # already), composable_kernel and flash_attn_ck (AMD/HIP), hopper/ and the one-line per-type
+    # instantiation files are left out.
+    Source("flash-attn", "flash-attn==2.8.3.post2", True, "BSD-3-Clause (LICENSE, PKG-INFO)",
+           "https://pypi.org/project/flash-attn/",
+           include=("*/csrc/flash_attn/*", "*/csrc/layer_norm/*", "*/csrc/fused_dense_lib/*"),
+           exclude=("*/flash_attn/src/flash_*_hdim*_sm80.cu", "*/layer_norm/ln_*_[0-9]*.cu")),
+    # xFormers: its own csrc only (its vendored CUTLASS is left out, and so are the HIP kernels).
+    Source("xformers", "xformers==0.0.35", True, "BSD-3-Clause (LICENSE, PKG-INFO)",
+           "https://pypi.org/project/xformers/", include=("*/xformers/csrc/*",), exclude=("*/hip_*",)),
     # Held out whole, for benchmarks/builtin_eval.py: ordinary kernels by other authors.
     Source("torch-sparse", "torch-sparse==0.6.18", True, "MIT", "https://pypi.org/project/torch-sparse/", held_out=True),
     Source("auto-gptq", "auto-gptq==0.7.1", True, "MIT", "https://pypi.org/project/auto-gptq/", held_out=True),

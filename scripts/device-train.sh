@@ -8,7 +8,8 @@
 # 64 MiB tree; the line arrays are rebuilt there with --reindex) and starts from the settings'
 # `init`; a later call on the same warm machine resumes from .train-run/train_state.pt. Every
 # call copies the checkpoint and the loss log to $OUT.
-# Made on this machine with (xz -9e: the corpus of 2026-12-04's session 16 is 5.3 MB at the
+# The corpus must be built with the model's tokenizer (`build_corpus.py --tokenizer engine/builtin`; engine.train
+# refuses an `init` whose vocabulary differs). Made on this machine with (xz -9e: the corpus of 2026-12-04's session 16 is 5.3 MB at the
 # default preset, 4.9 MB so, and the tree with the shipped weights must stay under 64 MiB):
 #   python -c "import lzma, tarfile; t = tarfile.open('.train-carry/corpus.tar.xz', 'w:xz',
 #              preset=9 | lzma.PRESET_EXTREME); [t.add(p) for p in ('.corpus/tokenizer',

@@ -288,9 +288,19 @@ class LocalEngine(EngineBase):
             candidates.append(Candidate(text, len(tokens), result.steps, result.seconds, reason, raw, extraction))
         return candidates
 
+    @property
+    def context(self) -> int:
+        """The tokens a prompt and its answer may take: the model's positions, or fewer where the
+        checkpoint says it was trained on shorter sequences (config `trained_context`, written by
+        engine.train: the built-in model saw 1024-token examples; past them its fills get worse,
+        and slower)."""
+        trained = self.config.extra.get("trained_context")
+        positions = self.config.max_position_embeddings
+        return min(positions, trained) if isinstance(trained, int) and trained > 0 else positions
+
     def fit_to_context(self, request: InfillRequest) -> InfillRequest:
         """The request with prefix and suffix cut to the lines nearest the span when the whole
-        file does not fit the model's context (engine.context)."""
+        file does not fit the model's context (engine.context; `context`)."""
         def prompt_tokens(prefix: str, suffix: str) -> int:
             task = request_task(replace(request, prefix=prefix, suffix=suffix), self.config.prompt_format,
                                 self.tokenizer.chat_template)
@@ -300,7 +310,7 @@ class LocalEngine(EngineBase):
             return [len(ids) for ids in self.tokenizer(lines, add_special_tokens=False)["input_ids"]] if lines else []
 
         block_size = request.sampling.block_size or self.config.block_size
-        budget = prompt_budget(self.config.max_position_embeddings, block_size, request.max_tokens)
+        budget = prompt_budget(self.context, block_size, request.max_tokens)
         prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
                                     line_tokens=line_tokens)
         return replace(request, prefix=prefix, suffix=suffix)

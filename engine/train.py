@@ -351,8 +351,10 @@ def train(settings: TrainSettings, out: Path, resume: bool, device: torch.device
 
 
 def export(model: SDARForCausalLM, settings: TrainSettings, folder: Path, with_tokenizer: bool) -> None:
-    """The checkpoint folder `engine.load` reads, in bf16, in shards under shard_bytes."""
+    """The checkpoint folder `engine.load` reads, in bf16, in shards under shard_bytes. Its config
+    records the examples' length (`trained_context`): the engine cuts prompts to it."""
     model = model.to(torch.bfloat16).eval()
+    model.config.extra["trained_context"] = settings.seq_len
     tokenizer = load_tokenizer(settings.tokenizer) if with_tokenizer else None
     save_checkpoint(model, tokenizer, folder, max_shard_bytes=settings.shard_bytes)
 

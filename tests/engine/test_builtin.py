@@ -54,6 +54,25 @@ def test_builtin_fills_the_saxpy_statement_on_cpu():
     assert [d for d in diagnostics if d.severity == "error"] == []
 
 
+def test_a_long_file_is_cut_to_the_length_the_model_was_trained_on():
+    """The built-in model saw 1024-token examples (config `trained_context`): a file longer than
+    that is cut to the lines around the span that fit, though the model has 4096 positions."""
+    from engine.prompts import fim_prompt
+    from engine.types import InfillRequest
+
+    model = engine.load("builtin", device="cpu")
+    assert model.config.max_position_embeddings == 4096 and model.context == 1024
+    text = SAXPY.read_text()
+    at = text.index(STATEMENT)
+    filler = "".join(f"__device__ float f{k}(float v) {{ return v * {k}.0f + 1.0f; }}\n" for k in range(300))
+    prefix, suffix = filler + text[:at], text[at + len(STATEMENT):] + filler
+    fitted = model.fit_to_context(InfillRequest(prefix=prefix, suffix=suffix, n=1, max_tokens=64))
+    tokens = len(model.tokenizer.encode(fim_prompt(fitted.prefix, fitted.suffix), add_special_tokens=False))
+    assert 1024 - 64 - 64 < tokens <= 1024 - 64
+    assert prefix.endswith(fitted.prefix) and suffix.startswith(fitted.suffix)   # whole lines nearest the span
+    assert "saxpy" in fitted.prefix
+
+
 def test_a_fill_at_the_end_of_a_block_fills_it_instead_of_closing_it():
     # The last statement of a loop's body: the small model drawn freely often writes the `}`
     # that the code after already has. No candidate may start with a closing bracket.

@@ -470,6 +470,7 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
 
     loaded, tok, config = load_checkpoint(out / "checkpoint", "cpu", torch.float32)
     assert config.prompt_format == "fim" and config.mask_token_id == tok.mask_token_id
+    assert config.extra["trained_context"] == settings.seq_len   # the engine cuts prompts to it
     ids = torch.tensor([tok.encode(fim_prompt("int a;\n", "\n"), add_special_tokens=False)])
     assert loaded(ids).shape == (1, ids.shape[1], len(tokenizer))
 

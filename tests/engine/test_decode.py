@@ -399,3 +399,17 @@ def test_a_start_constraint_decodes_one_of_its_names_then_frees_the_answer(tiny)
     assert (~start([7])).nonzero().flatten().tolist() == [8, 11]
     assert start([13])[14] and not start([13])[2]
     assert start([13, 2]) is None
+
+
+def test_the_context_is_the_trained_length_where_the_checkpoint_says_it(tiny):
+    """A checkpoint without `trained_context` (DICE's, for one) keeps its positions; one with it
+    is cut to it, never past its positions, and a bad value is ignored."""
+    from dataclasses import replace
+
+    from engine.local import LocalEngine
+
+    positions = tiny.config.max_position_embeddings
+    for extra, context in (({}, positions), ({"trained_context": 64}, 64),
+                           ({"trained_context": 10 * positions}, positions), ({"trained_context": "64"}, positions)):
+        config = replace(tiny.config, extra=extra)
+        assert LocalEngine(tiny, tokenizer=None, config=config, name="tiny").context == context

@@ -227,8 +227,11 @@ def initial_weights(model: SDARForCausalLM, folder: str, tokenizer) -> None:
 
     start, start_tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
     theirs, ours = config_to_json(config), config_to_json(model.config)
-    differ = sorted(k for k in theirs.keys() | ours.keys() if k != "torch_dtype" and theirs.get(k) != ours.get(k))
-    if differ:   # the storage dtype aside (a checkpoint is saved in bf16)
+    # The storage dtype aside (a checkpoint is saved in bf16), and the length the start was
+    # trained on (this run's seq_len is written at export).
+    differ = sorted(k for k in theirs.keys() | ours.keys()
+                    if k not in ("torch_dtype", "trained_context") and theirs.get(k) != ours.get(k))
+    if differ:
         raise ValueError(f"--init {folder}: its config differs from the settings' model in {', '.join(differ)}")
     if start_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"--init {folder}: its tokenizer differs from the corpus tokenizer")

@@ -115,21 +115,28 @@ def plain_kernels(text: str) -> list[str]:
     return found
 
 
+def is_statement(line: str) -> bool:
+    """An indented `;`-ended line that is not a comment: what an editor user selects as a statement."""
+    return line.startswith((" ", "\t")) and line.rstrip().endswith(";") and not line.strip().startswith(("//", "*"))
+
+
+def line_span(lines: list[str], i: int) -> tuple[int, int]:
+    """Where line i of "\n".join(lines) starts and ends, its indentation and trailing blanks aside."""
+    start = sum(len(ln) + 1 for ln in lines[:i])
+    return start + len(lines[i]) - len(lines[i].lstrip()), start + len(lines[i].rstrip())
+
+
 def statement_cases(source: str, path: str, kernel: str, rng: random.Random, count: int) -> list[Case]:
     """The kernel (with the prelude) with one statement of its body masked, for up to
     `count` different statements."""
     text = PRELUDE + kernel
     lines = text.split("\n")
     body_from = len(PRELUDE.split("\n")) - 1 + next(i for i, ln in enumerate(kernel.split("\n")) if "{" in ln) + 1
-    statements = [i for i in range(body_from, len(lines))
-                  if lines[i].startswith((" ", "\t")) and lines[i].rstrip().endswith(";")
-                  and not lines[i].strip().startswith(("//", "*"))]
+    statements = [i for i in range(body_from, len(lines)) if is_statement(lines[i])]
     name = re.search(r"(\w+)\s*\(", kernel[kernel.index("__global__"):])
     cases = []
     for i in rng.sample(statements, min(count, len(statements))):
-        start = sum(len(ln) + 1 for ln in lines[:i])
-        a = start + len(lines[i]) - len(lines[i].lstrip())
-        b = start + len(lines[i].rstrip())
+        a, b = line_span(lines, i)
         cases.append(Case(source, path, name.group(1) if name else "?", text[:a], text[a:b], text[b:]))
     return cases
 

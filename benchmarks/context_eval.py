@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SKIPPED_STARTS = ("//", "*", "return;", "break;", "#")
+from builtin_eval import is_statement, line_span, same_code  # noqa: E402 - after the path
+
+SKIPPED_STARTS = ("return;", "break;", "#")   # besides comments (is_statement)
 
 
 def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int) -> list[tuple[str, str, str]]:
@@ -38,14 +40,11 @@ def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int) -> list
     cases = []
     for text in long:
         lines = text.split("\n")
-        statements = [i for i, line in enumerate(lines)
-                      if line.startswith((" ", "\t")) and line.strip().endswith(";")
+        statements = [i for i, line in enumerate(lines) if is_statement(line)
                       and 4 < len(line.strip()) < 100 and not line.strip().startswith(SKIPPED_STARTS)]
         if not statements:
             continue
-        i = rng.choice(statements)
-        start = len("\n".join(lines[:i])) + 1 + len(lines[i]) - len(lines[i].lstrip())
-        end = start + len(lines[i].strip())
+        start, end = line_span(lines, rng.choice(statements))
         cases.append((text[:start], text[start:end], text[end:]))
         if len(cases) == count:
             break
@@ -62,7 +61,6 @@ def main() -> None:
     import torch
 
     import engine
-    from builtin_eval import same_code
     from dice_lsp.core.config import Settings
 
     torch.set_num_threads(1)

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from engine.fast_paths import make_forward
+from engine.fast_paths import ForwardPath, PromptKeys, make_forward
 from engine.model import SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
 
@@ -161,6 +161,8 @@ def decode(
     path: str = "cached",
     first_banned: Sequence[int] = (),
     start_constraint: Callable[[list[int]], torch.Tensor | None] | None = None,
+    kept: PromptKeys | None = None,
+    ended: Callable[[list[int]], bool] | None = None,
 ) -> DecodeResult:
     """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
     should_cancel() returns true (polled before every step). `on_progress` hears of the
@@ -169,6 +171,17 @@ def decode(
     (the default preset only): given a row's first answer tokens, the bool [V] of tokens banned
     next, or None once the row is free; the answer's positions are then decoded left to right
     until it is (engine.local.NameStart: the answer starts with one of the file's names).
+    `kept`: the prompt keys of the caller's previous decode, reused where this prompt starts
+    with the same blocks, and then this prompt's (engine.fast_paths.PromptKeys). `ended` (the
+    default preset only): given a row's answer so far (whole blocks), whether the caller needs no
+    more of it (engine.scope.span_ended: a FIM fill past its span); such a row is done, its
+    tokens so far returned with the reason "length" (the model did not stop).
+
+    A row that has reached a stop token is done: its later blocks stay masked, and on the paths
+    that can (`compacts`: the eager ones) the model no longer runs over it, so a batch whose rows
+    stop early costs what its live rows do. The other rows' tokens are the same: every step
+    still samples all n rows (a done row from dummy logits, never committed), so the generator
+    draws what it would have.
 
     The host reads the device once per block (the stop tokens), and inside a block only once
     its planned steps are spent (planned_steps): the static strategies queue a whole block's
@@ -199,7 +212,7 @@ def decode(
     x = torch.full((n, total), mask_id, dtype=torch.long, device=device)
     x[:, :prompt_len] = torch.tensor(list(prompt_ids), dtype=torch.long, device=device)
     forward = make_forward(model, path, n, total, bs)
-    forward.prefill(x[:1, : first_block * bs])
+    forward.prefill(x[:1, : first_block * bs], kept)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     prefill_seconds = time.perf_counter() - started
@@ -211,6 +224,9 @@ def decode(
         if len(first_banned) and not dice else None
     constrained = [start_constraint is not None and not dice] * n   # rows still under start_constraint
     stop_at = [None] * n  # index (relative to the prompt's end) of each row's first stop token
+    cut = set()   # the rows `ended` stopped (stop_at: their length)
+    live = torch.ones(n, 1, dtype=torch.bool, device=device)   # rows not done
+    rows = list(range(n))   # the rows the forward runs over (fewer once it compacts)
     steps = 0
     for block in range(first_block, total_blocks):
         start, end = block * bs, (block + 1) * bs
@@ -223,7 +239,7 @@ def decode(
         planned = planned_steps(sampling, schedule, masked_count)
         step = 0
         while True:
-            masked = x[:, start:end] == mask_id
+            masked = (x[:, start:end] == mask_id) & live
             # The device is asked whether masks remain only once the planned steps are spent:
             # until then the host queues steps without waiting for the GPU.
             if step >= planned:
@@ -239,7 +255,7 @@ def decode(
                     )
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
-            logits = forward.block_logits(x, start, end, commit_previous=step == 0 and block > first_block)
+            logits = block_logits(forward, x, rows, start, end, commit_previous=step == 0 and block > first_block)
             if not dice:
                 logits[..., mask_id] = float("-inf")  # the mask is never an answer
             if banned is not None and start <= prompt_len < end:
@@ -254,24 +270,51 @@ def decode(
             steps += 1
         if on_progress is not None:  # per block: the block is whole, so the count needs no read of x
             on_progress(Progress("decode", block - first_block + 1, blocks, step, min(end - prompt_len, max_tokens)))
-        if dice or not len(stop):
+        if dice:
             continue  # DICE's evaluation never stops early: tokens after an EOS are kept
-        hits = torch.isin(x[:, max(start, prompt_len) : end], stop)
-        first_hits = torch.where(hits.any(1), hits.int().argmax(1), -1).tolist()  # one read per block
-        for row, hit in enumerate(first_hits):
-            if stop_at[row] is None and hit >= 0:
-                stop_at[row] = max(start, prompt_len) - prompt_len + hit
+        if len(stop):
+            hits = torch.isin(x[:, max(start, prompt_len) : end], stop)
+            first_hits = torch.where(hits.any(1), hits.int().argmax(1), -1).tolist()  # one read per block
+            for row, hit in enumerate(first_hits):
+                if stop_at[row] is None and hit >= 0:
+                    stop_at[row] = max(start, prompt_len) - prompt_len + hit
+        if ended is not None:
+            open_rows = [row for row in range(n) if stop_at[row] is None]
+            answers = x[open_rows, prompt_len:min(end, prompt_len + max_tokens)].tolist() if open_rows else []
+            for row, answer in zip(open_rows, answers):
+                if ended(answer):
+                    stop_at[row] = len(answer)
+                    cut.add(row)
         if all(s is not None for s in stop_at):
             break
+        if any(s is not None for s in stop_at):
+            live = torch.tensor([[s is None] for s in stop_at], device=device)
+            left = [row for row in rows if stop_at[row] is None]
+            if forward.compacts and len(left) < len(rows):
+                forward.keep_rows([rows.index(row) for row in left], end)
+                rows = left
 
     # The dice preset returns whole blocks, as DICE does; the default stops at max_tokens.
-    kept = total - prompt_len if dice else max_tokens
-    generated = x[:, prompt_len : prompt_len + kept].tolist()
-    tokens = [row[:s] if s is not None and s < kept else row for row, s in zip(generated, stop_at)]
-    reasons = ["eos" if s is not None and s < kept else "length" for s in stop_at]
+    length = total - prompt_len if dice else max_tokens
+    generated = x[:, prompt_len : prompt_len + length].tolist()
+    tokens = [row[:s] if s is not None and s < length else row for row, s in zip(generated, stop_at)]
+    reasons = ["eos" if s is not None and s < length and row not in cut else "length" for row, s in enumerate(stop_at)]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return DecodeResult(tokens, reasons, steps, time.perf_counter() - started, prefill_seconds)
+
+
+def block_logits(forward: ForwardPath, x: torch.Tensor, rows: list[int], start: int, end: int,
+                 commit_previous: bool) -> torch.Tensor:
+    """The block's logits [n, bs, V] for every row of x, the forward run over `rows` only (the
+    others, done, get zeros)."""
+    if len(rows) == x.shape[0]:
+        return forward.block_logits(x, start, end, commit_previous)
+    index = torch.tensor(rows, device=x.device)
+    computed = forward.block_logits(x[index], start, end, commit_previous)
+    logits = computed.new_zeros((x.shape[0], *computed.shape[1:]))
+    logits[index] = computed
+    return logits
 
 
 def constrain_start(x: torch.Tensor, logits: torch.Tensor, masked: torch.Tensor, constrained: list[bool],

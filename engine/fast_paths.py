@@ -66,11 +66,57 @@ COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (
 
 
 class ForwardPath(Protocol):
-    def prefill(self, prompt: torch.Tensor) -> None: ...
+    # Whether keep_rows may drop rows (the eager paths); the graph paths' shapes are fixed.
+    compacts: bool
+
+    def prefill(self, prompt: torch.Tensor, kept: "PromptKeys | None" = None) -> None: ...
 
     def block_logits(self, x: torch.Tensor, start: int, end: int, commit_previous: bool) -> torch.Tensor:
         """Logits [n, end - start, V] of the block x[:, start:end]."""
         ...
+
+    def keep_rows(self, rows: list[int], end: int) -> None:
+        """From now on the batch is these rows of the current one, in this order (their cache
+        up to `end` goes with them)."""
+        ...
+
+
+class PromptKeys:
+    """The keys and values of the last prompt a fill prefilled (its whole blocks, one row), so
+    that the fill's next decode, whose prompt starts with the same tokens, prefills only the
+    blocks that differ. A fill decodes several times on one prompt (engine.local: its draws, the
+    declarations `TYPE NAME =` and the repairs add a few tokens at the prompt's end), and on a
+    CPU each whole-file prefill took ~0.8 s of a 2-12 s fill. Under block-causal attention a
+    position's keys depend on every token up to the end of its block, so only whole blocks
+    that are the same, token for token and at the same block size, are reused."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.block_size = 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.reused = 0   # positions the last prefill took from here (tests, benchmarks)
+
+    def shared(self, ids: list[int], block_size: int) -> int:
+        """Positions of `ids` (whole blocks) whose keys this holds."""
+        if block_size != self.block_size:
+            return 0
+        same = 0
+        for a, b in zip(ids, self.ids):
+            if a != b:
+                break
+            same += 1
+        return same // block_size * block_size
+
+    def restore(self, cache: KVCache, length: int) -> None:
+        for tensor, kept in zip((*cache.keys, *cache.values), (*self.keys, *self.values)):
+            tensor[:1, :, :length] = kept[:, :, :length]
+
+    def keep(self, ids: list[int], block_size: int, cache: KVCache) -> None:
+        length = len(ids)
+        self.ids, self.block_size = list(ids), block_size
+        self.keys = [k[:1, :, :length].clone() for k in cache.keys]
+        self.values = [v[:1, :, :length].clone() for v in cache.values]
 
 
 def block_mask(positions: torch.Tensor, key_len: int, block_size: int) -> torch.Tensor:
@@ -82,12 +128,17 @@ def block_mask(positions: torch.Tensor, key_len: int, block_size: int) -> torch.
 class RecomputeForward:
     """The reference: the whole sequence through the model at every step, no cache."""
 
+    compacts = True
+
     def __init__(self, model: SDARForCausalLM, block_size: int):
         self.model = model
         self.block_size = block_size
 
-    def prefill(self, prompt: torch.Tensor) -> None:
+    def prefill(self, prompt: torch.Tensor, kept: PromptKeys | None = None) -> None:
         pass
+
+    def keep_rows(self, rows: list[int], end: int) -> None:
+        pass   # no state per row
 
     def block_logits(self, x, start, end, commit_previous):
         positions = torch.arange(end, device=x.device)
@@ -97,6 +148,8 @@ class RecomputeForward:
 class CachedForward:
     """Prompt blocks once into a static KV cache; each step runs over the current block (and,
     on a block's first step, the block just finished, to write its final keys)."""
+
+    compacts = True
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int):
         self.model = model
@@ -124,12 +177,29 @@ class CachedForward:
         return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep,
                      attention=attention, projections=projections)
 
-    def prefill(self, prompt: torch.Tensor) -> None:
+    def prefill(self, prompt: torch.Tensor, kept: PromptKeys | None = None) -> None:
+        """The prompt's keys into every row of the cache; with `kept`, the whole blocks it holds
+        of this prompt are copied instead of computed, and it then holds this prompt's."""
         length = prompt.shape[1]
         if length == 0:
             return
-        self.run(prompt, torch.arange(length, device=prompt.device), length, 1, cache=self.cache.rows(1), eager=True)
+        first = self.cache.rows(1)
+        done = 0
+        if kept is not None:
+            ids = prompt[0].tolist()
+            done = kept.reused = kept.shared(ids, self.block_size)
+            kept.restore(first, done)
+        if done < length:
+            self.run(prompt[:, done:], torch.arange(done, length, device=prompt.device), length, 1, cache=first,
+                     eager=True)
+        if kept is not None:
+            kept.keep(ids, self.block_size, first)
         self.cache.copy_first_row(length)
+
+    def keep_rows(self, rows: list[int], end: int) -> None:
+        index = torch.tensor(rows, device=self.cache.keys[0].device)
+        for tensor in (*self.cache.keys, *self.cache.values):
+            tensor[: len(rows), :, :end] = tensor[index, :, :end]
 
     def block_logits(self, x, start, end, commit_previous):
         first = start - self.block_size if commit_previous else start
@@ -157,6 +227,7 @@ class StaticForward(CachedForward):
     """
 
     KEY_BUCKET = 256
+    compacts = False   # the graph paths' batch is a fixed bucket
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False,
                  attention: str = "sdpa", projections: str = "linear"):

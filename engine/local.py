@@ -16,14 +16,14 @@ import torch
 from engine.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.context import fit_infill, prompt_budget
 from engine.decode import decode, warm_up
-from engine.fast_paths import FALLBACK, FAST_PATHS, default_path
+from engine.fast_paths import FALLBACK, FAST_PATHS, PromptKeys, default_path
 from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
                           needed_names, redeclared, renamed, renamed_declaration, renamed_invented, scope_of,
-                          starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
-                          without_type)
+                          span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names,
+                          usage_type, without_type)
 from engine.spelling import code_tokens, respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 
@@ -79,6 +79,10 @@ class LocalEngine(EngineBase):
         # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
         # e.g. flex or graphs, the defaults before decode, to compare.
         self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
+        # The prompt keys of the request being served (engine.fast_paths.PromptKeys): a fill's
+        # decodes share its prompt. Per request, not kept after it: at DICE's sizes one
+        # prompt's keys are hundreds of MB. Requests run one at a time (engine.service).
+        self.kept: PromptKeys | None = None
 
     @classmethod
     def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None) -> "LocalEngine":
@@ -107,6 +111,13 @@ class LocalEngine(EngineBase):
         (engine.scope.cut_to_span) and written as the file writes the same code, or where it
         says nothing as most CUDA code writes it (engine.spelling),
         and a sampled one draws more and keeps the best ranked."""
+        self.kept = PromptKeys()
+        try:
+            return self.answer(request, on_progress, should_cancel)
+        finally:
+            self.kept = None
+
+    def answer(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
             if self.config.prompt_format == "fim":
@@ -144,7 +155,8 @@ class LocalEngine(EngineBase):
         shape of a selection, whose brackets are balanced (engine.scope.fits_span), and the small
         model, at the last statement of a block, often closes the block instead of filling it."""
         drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel,
-                                  first_banned=self.closing_tokens)
+                                  first_banned=self.closing_tokens,
+                                  ended=lambda answer: span_ended(answer, request.prefix, request.suffix))
         drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
         renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]
         if request.sampling.temperature == 0:
@@ -196,7 +208,8 @@ class LocalEngine(EngineBase):
             seed = None if request.sampling.seed is None else request.sampling.seed + k + 1
             started = replace(request, prefix=prefix + head, n=count, sampling=replace(request.sampling, seed=seed),
                               max_tokens=min(request.max_tokens, DECLARE_MAX_TOKENS))
-            for c in self.decode_batch(started, on_progress, should_cancel):
+            # Only the answer's first line is used: a row is done once it is whole.
+            for c in self.decode_batch(started, on_progress, should_cancel, ended=lambda answer: "\n" in answer):
                 rest = c.text.split("\n", 1)[0].strip()
                 if not rest or rest.startswith(("=", ";")):
                     continue
@@ -261,14 +274,18 @@ class LocalEngine(EngineBase):
 
     def decode_batch(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn,
                      first_banned: list[int] | tuple = (),
-                     start_constraint: NameStart | None = None) -> list[Candidate]:
+                     start_constraint: NameStart | None = None,
+                     ended: Callable[[str], bool] | None = None) -> list[Candidate]:
         """Decode the request's n answers as one batch (none starting with a `first_banned` token;
-        each starting as `start_constraint` allows: engine.decode.decode)."""
+        each starting as `start_constraint` allows; each done once `ended` says so of its text:
+        engine.decode.decode)."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
                     stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel,
-                    first_banned=first_banned, start_constraint=start_constraint)
+                    first_banned=first_banned, start_constraint=start_constraint, kept=self.kept,
+                    ended=None if ended is None else
+                    lambda tokens: ended(self.tokenizer.decode(tokens, skip_special_tokens=True)))
         try:
             result = decode(self.model, ids, path=self.decode_path, **args)
         except Cancelled:

@@ -318,6 +318,30 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     return fill
 
 
+def span_ended(answer: str, prefix: str, suffix: str) -> bool:
+    """Whether a FIM answer already holds all the fill it will give, whitespace aside: however it
+    goes on, trim_suffix_overlap (engine.prompts) then cut_to_span cut it where they cut it now,
+    so its decoding may stop (engine.local: on a CPU the rows that run on past the span set a
+    batch's time). For a selection inside one line: its first line is complete (a newline after
+    it), not blank and balanced: cut_to_span keeps that line, and no tail that the suffix (blank
+    up to its first newline) starts with can begin before its end. For any other selection: a
+    complete line repeating the suffix's first non-blank line follows a balanced, not blank
+    head: cut_to_span cuts before the first such line, and a tail the suffix starts with can only
+    begin past it or at blank lines. Otherwise (no such line yet, a blank or unbalanced first
+    line) the answer is not ended: the model goes on to its stop token or max_tokens."""
+    lines = answer.split("\n")
+    if inside_one_line(prefix, suffix):
+        return len(lines) > 1 and bool(lines[0].strip()) and balanced(lines[0].strip())
+    following = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
+    if not following:
+        return False
+    for k in range(1, len(lines) - 1):   # the last line may not be whole yet
+        head = "\n".join(lines[:k])
+        if lines[k].strip() == following and head.strip() and balanced(head):
+            return True
+    return False
+
+
 def starts_statement(prefix: str) -> bool:
     """The selection begins where a statement may: nothing before it on its line, and the
     code before that ends a statement or opens or closes a block."""

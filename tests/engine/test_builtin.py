@@ -73,6 +73,39 @@ def test_a_long_file_is_cut_to_the_length_the_model_was_trained_on():
     assert "saxpy" in fitted.prefix
 
 
+def test_a_fills_decodes_share_its_prompt_and_stop_at_the_span(monkeypatch):
+    """A sampled fill decodes several times on one prompt (its draw, then declarations
+    `TYPE i =` of the name the code after needs): each decode after the first reuses the
+    prompt's keys (engine.fast_paths.PromptKeys) but for the blocks that differ, every one is
+    told when its rows are past the span (engine.scope.span_ended), and nothing is kept after
+    the fill."""
+    import engine.local
+
+    calls = []
+    decode = engine.local.decode
+
+    def spy(model, ids, **kwargs):
+        result = decode(model, ids, **kwargs)
+        calls.append((kwargs["kept"], kwargs["kept"].reused, len(ids), kwargs["ended"]))
+        return result
+
+    monkeypatch.setattr(engine.local, "decode", spy)
+    model = engine.load("builtin", device="cpu")
+    statement = "int i = blockIdx.x * blockDim.x + threadIdx.x;"
+    text = SAXPY.read_text()
+    at = text.index(statement)
+    filler = "".join(f"__device__ float f{k}(float v) {{ return v * {k}.0f + 1.0f; }}\n" for k in range(300))
+    candidates = model.infill(filler + text[:at], text[at + len(statement):] + filler, n=4, max_tokens=64, seed=0,
+                              temperature=0.7)
+    assert any(c.text == statement for c in candidates)
+    assert len(calls) >= 2   # the draw, and the declarations of `i`
+    assert len({id(kept) for kept, *_ in calls}) == 1 and calls[0][1] == 0
+    for _, reused, length, ended in calls[1:]:
+        assert length - 8 <= reused < length   # all but the last whole blocks, where `TYPE i =` was added
+    assert all(ended is not None for *_, ended in calls)
+    assert model.kept is None
+
+
 def test_a_fill_at_the_end_of_a_block_fills_it_instead_of_closing_it():
     # The last statement of a loop's body: the small model drawn freely often writes the `}`
     # that the code after already has. No candidate may start with a closing bracket.

@@ -413,3 +413,66 @@ def test_the_context_is_the_trained_length_where_the_checkpoint_says_it(tiny):
                            ({"trained_context": 10 * positions}, positions), ({"trained_context": "64"}, positions)):
         config = replace(tiny.config, extra=extra)
         assert LocalEngine(tiny, tokenizer=None, config=config, name="tiny").context == context
+
+
+def rows_run(model):
+    """A hook recording the batch of every forward call; remove it with .remove()."""
+    seen: list[int] = []
+    handle = model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(args[0].shape[0]),
+                                              with_kwargs=True)
+    return seen, handle
+
+
+def test_rows_that_stopped_leave_the_batch_and_the_others_draw_the_same_tokens(tiny):
+    """A row past its stop token is done: the eager paths stop running the model over it, and
+    every other row gets the tokens it got when all rows ran to the end (the static path, the
+    graph paths' shapes, never drops a row)."""
+    args = dict(n=4, max_tokens=24, sampling=Sampling(temperature=1.0, seed=3))
+    free = decode(tiny, prompt(10), stop_ids=[], **args)
+    # A token that ends row 0 early and the others later or never.
+    stop = next(t for t in free.tokens[0][:6] if all(t not in row[:8] for row in free.tokens[1:]))
+    seen, handle = rows_run(tiny)
+    try:
+        cached = decode(tiny, prompt(10), stop_ids=[stop], path="cached", **args)
+    finally:
+        handle.remove()
+    static = decode(tiny, prompt(10), stop_ids=[stop], path="static", **args)
+    recomputed = decode(tiny, prompt(10), stop_ids=[stop], path="recompute", **args)
+    assert cached.tokens == static.tokens == recomputed.tokens
+    assert cached.tokens[0] == free.tokens[0][:free.tokens[0].index(stop)]
+    assert cached.finish_reasons[0] == "eos"
+    for row, tokens in zip(free.tokens[1:], cached.tokens[1:]):
+        assert tokens == (row[:row.index(stop)] if stop in row else row)
+    assert seen[0] == 1 and seen[1] == 4   # the prefill (one row), the first step
+    assert min(seen[1:]) < 4   # the cached path ran fewer rows once row 0 was done
+
+
+def test_a_row_the_caller_calls_ended_stops_with_its_tokens_so_far(tiny):
+    """`ended` (a FIM fill past its span, engine.scope.span_ended) ends a row at the end of a
+    block: its tokens so far are returned, as they were drawn, with the reason `length`."""
+    args = dict(n=3, max_tokens=20, sampling=Sampling(temperature=1.0, seed=11), stop_ids=[])
+    free = decode(tiny, prompt(8), **args)
+    ended = decode(tiny, prompt(8), ended=lambda tokens: len(tokens) >= 8, **args)
+    assert ended.tokens == [row[:8] for row in free.tokens]
+    assert ended.finish_reasons == ["length"] * 3
+    assert ended.steps < free.steps
+
+
+def test_a_prompt_that_starts_as_the_last_one_prefills_only_the_blocks_that_differ(tiny):
+    """engine.fast_paths.PromptKeys: a fill's next decode (a few tokens added at the prompt's end)
+    reuses the whole blocks the prompts share, and decodes what a fresh prefill decodes."""
+    from dataclasses import replace
+
+    from engine.fast_paths import PromptKeys
+
+    first, longer = prompt(13), prompt(13) + [5, 6, 7, 8, 9]
+    other = [999] + longer[1:]
+    args = dict(n=2, max_tokens=12, sampling=Sampling(temperature=1.0, seed=2), stop_ids=[])
+    for path in ("cached", "static"):
+        kept = PromptKeys()
+        for ids, reused in ((first, 0), (longer, 12), (longer, 16), (other, 0)):
+            # 12: the 3 whole blocks both prefill (token 13 is in the block decoding starts in)
+            assert decode(tiny, ids, kept=kept, path=path, **args).tokens == decode(tiny, ids, path=path, **args).tokens
+            assert kept.reused == reused
+    decode(tiny, other, kept=kept, **{**args, "sampling": replace(args["sampling"], block_size=2)})
+    assert kept.reused == 0   # keys of another block size are other keys

@@ -10,7 +10,7 @@ from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKEN
 from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, file_names, first_invented,
                           fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
-                          starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
+                          span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
                           without_type)
 from engine.types import Candidate
 
@@ -125,6 +125,36 @@ def test_a_fill_that_repeats_the_code_after_the_selection_is_cut_before_it():
     # An inner `}` whose fill is not balanced up to it is not the end.
     inner = "    if (i < n) {\n        y[i] = 0.0f;\n    }\n"
     assert cut_to_span(inner, prefix, "    }\n}\n") == inner
+
+
+def test_an_ended_answer_gives_the_same_fill_however_it_goes_on():
+    """engine.scope.span_ended: once it says an answer is ended, what the model would write next
+    cannot change the fill (trim_suffix_overlap, then cut_to_span; whitespace aside), so its
+    decoding stops there. Checked for a selection inside one line (the saxpy statement) and one
+    of whole lines (a block body), over continuations that repeat the suffix, run on, or stop."""
+    from engine.prompts import trim_suffix_overlap
+
+    body_prefix, body_suffix = "__global__ void k(float* y, int n) {\n", "}\n\nint main() { return 0; }\n"
+    body = "    int i = threadIdx.x;\n    if (i < n) {\n        y[i] = 0.0f;\n    }\n"
+    ended = [(PREFIX, SUFFIX, STATEMENT + "\n"), (PREFIX, SUFFIX, "  y[i] = 0;\n    }"),
+             (PREFIX, SUFFIX, "float t = x[i]; // (\n"),
+             (body_prefix, body_suffix, body + "}\n"), (body_prefix, body_suffix, body + "}\n\n__global")]
+    goes_on = ["", "\n", "    }\n}\n", SUFFIX, SUFFIX[:7], "x = 1;\n  y[i] = 2;", "}\n\nint main() { return 0; }\n",
+               "int main() {", "\n\n)"]
+
+    def fill(answer, prefix, suffix):
+        return normalized(cut_to_span(trim_suffix_overlap(answer, suffix), prefix, suffix))
+
+    for prefix, suffix, answer in ended:
+        assert span_ended(answer, prefix, suffix), answer
+        assert {fill(answer + more, prefix, suffix) for more in goes_on} == {fill(answer, prefix, suffix)}, answer
+    # Not ended: no line whole yet, a blank or unbalanced first line (its fill is the whole
+    # answer), a body not yet followed by the suffix's line, or one whose `}` line is not whole.
+    for prefix, suffix, answer in [(PREFIX, SUFFIX, STATEMENT), (PREFIX, SUFFIX, "\n  y[i] = 0;\n"),
+                                   (PREFIX, SUFFIX, "if (i < n) {\n  y[i] = 0;\n"),
+                                   (body_prefix, body_suffix, body), (body_prefix, body_suffix, body + "}"),
+                                   (body_prefix, "", body + "}\n")]:
+        assert not span_ended(answer, prefix, suffix), answer
 
 
 KERNEL_HEAD = "__global__ void invert(unsigned char *dest, const unsigned char *src, int n) {\n"

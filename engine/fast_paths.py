@@ -181,7 +181,9 @@ class CachedForward:
         """The prompt's keys into every row of the cache; with `kept`, the whole blocks it holds
         of this prompt are copied instead of computed, and it then holds this prompt's."""
         length = prompt.shape[1]
-        if length == 0:
+        if length == 0:   # a prompt shorter than a block: it is decoded with the answer
+            if kept is not None:
+                kept.reused = 0
             return
         first = self.cache.rows(1)
         done = 0

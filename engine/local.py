@@ -79,9 +79,9 @@ class LocalEngine(EngineBase):
         # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
         # e.g. flex or graphs, the defaults before decode, to compare.
         self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
-        # The prompt keys of the request being served (engine.fast_paths.PromptKeys): a fill's
-        # decodes share its prompt. Per request, not kept after it: at DICE's sizes one
-        # prompt's keys are hundreds of MB. Requests run one at a time (engine.service).
+        # The prompt keys of the FIM fill being served (engine.fast_paths.PromptKeys): its
+        # decodes share its prompt. Per request, not kept after it (a model of DICE's size would
+        # hold hundreds of MB). Requests run one at a time (engine.service).
         self.kept: PromptKeys | None = None
 
     @classmethod
@@ -111,7 +111,10 @@ class LocalEngine(EngineBase):
         (engine.scope.cut_to_span) and written as the file writes the same code, or where it
         says nothing as most CUDA code writes it (engine.spelling),
         and a sampled one draws more and keeps the best ranked."""
-        self.kept = PromptKeys()
+        # Only a FIM fill decodes more than once on its prompt (a chat checkpoint's request is
+        # one decode, whose keys would only be copied for nothing).
+        fim = isinstance(request, InfillRequest) and self.config.prompt_format == "fim"
+        self.kept = PromptKeys() if fim else None
         try:
             return self.answer(request, on_progress, should_cancel)
         finally:

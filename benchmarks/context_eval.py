@@ -3,6 +3,7 @@
 
     python benchmarks/context_eval.py --context 1024 [--cases 24] [--seed 7]
     python benchmarks/context_eval.py --context 4096          # the model's positions: the old behaviour
+    python benchmarks/context_eval.py --context 512 --split valid --cases 96 --per-file 3 --seed 3   # to choose
 
 Cases: files of the held-out packages (the corpus's test split, scripts/build_corpus.py) longer
 than 1200 tokens; in each, one `;`-ended statement of an indented line (not a comment, `return;`
@@ -10,7 +11,9 @@ or `break;`) is masked, chosen with --seed, and the whole rest of the file is th
 an editor sends it. Each case is filled as `dice fill` does by default (4 candidates), with the
 engine's context set to --context tokens; reported: fills with the original among the 4
 (whitespace aside: builtin_eval.same_code) and seconds per fill, one torch thread. Records go to
-OUT (env var, default ./.device-out)/context_eval-CONTEXT.jsonl.
+OUT (env var, default ./.device-out)/context_eval-CONTEXT[-SPLIT-seedS].jsonl. A choice (of a
+length, say) is made on `--split valid` (files of the trained packages that training never
+read, 2% by a hash of the text) and reported on the held-out test split.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from builtin_eval import is_statement, line_span, same_code  # noqa: E402 - afte
 SKIPPED_STARTS = ("return;", "break;", "#")   # besides comments (is_statement)
 
 
-def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int) -> list[tuple[str, str, str]]:
+def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int,
+                     per_file: int = 1) -> list[tuple[str, str, str]]:
+    """`count` cases, `per_file` different statements masked (one at a time) in each file."""
     rng = random.Random(seed)
     long = [t for t in texts if len(tokenizer.encode(t, add_special_tokens=False)) > 1200]
     rng.shuffle(long)
@@ -44,11 +49,13 @@ def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int) -> list
                       and 4 < len(line.strip()) < 100 and not line.strip().startswith(SKIPPED_STARTS)]
         if not statements:
             continue
-        start, end = line_span(lines, rng.choice(statements))
-        cases.append((text[:start], text[start:end], text[end:]))
-        if len(cases) == count:
+        for line in (rng.sample(statements, min(per_file, len(statements))) if per_file > 1
+                     else [rng.choice(statements)]):   # one per file: the draws of session 19's records
+            start, end = line_span(lines, line)
+            cases.append((text[:start], text[start:end], text[end:]))
+        if len(cases) >= count:
             break
-    return cases
+    return cases[:count]
 
 
 def main() -> None:
@@ -57,6 +64,9 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=24)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--corpus", type=Path, default=REPO / ".corpus")
+    ap.add_argument("--per-file", type=int, default=1, help="statements masked per file (one at a time)")
+    ap.add_argument("--split", choices=("test", "valid"), default="test",
+                    help="test: the held-out packages (report); valid: unseen files of the trained ones (choose)")
     args = ap.parse_args()
     import torch
 
@@ -65,8 +75,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     model = engine.load("builtin", device="cpu")
-    texts = json.loads((args.corpus / "data" / "test_texts.json").read_text())
-    cases = whole_file_cases(texts, model.tokenizer, args.cases, args.seed)
+    texts = json.loads((args.corpus / "data" / f"{args.split}_texts.json").read_text())
+    cases = whole_file_cases(texts, model.tokenizer, args.cases, args.seed, args.per_file)
     # The engine's context is min(positions, trained_context): set both to the one measured.
     model.config.max_position_embeddings = args.context
     model.config.extra["trained_context"] = args.context
@@ -74,7 +84,9 @@ def main() -> None:
     out = Path(os.environ.get("OUT", ".device-out"))
     out.mkdir(parents=True, exist_ok=True)
     hits, seconds = 0, []
-    with open(out / f"context_eval-{args.context}.jsonl", "w") as fh:
+    default = (args.split, args.seed, args.per_file) == ("test", 7, 1)
+    name = f"context_eval-{args.context}" + ("" if default else f"-{args.split}-seed{args.seed}-per{args.per_file}")
+    with open(out / f"{name}.jsonl", "w") as fh:
         for k, (prefix, middle, suffix) in enumerate(cases):
             started = time.perf_counter()
             candidates = model.infill(prefix, suffix, n=defaults.candidates, max_tokens=64, seed=k,

@@ -462,7 +462,18 @@ def _squeezed(code: str) -> str:
     return re.sub(r"\s+", lambda m: "\n" if "\n" in m.group() else " ", code)
 
 
-@functools.lru_cache(maxsize=64)  # a fill asks it of the same name and text several times
+@functools.lru_cache(maxsize=4)
+def _usage_context(prefix: str, suffix: str) -> tuple[str, dict[str, tuple[str, bool]]]:
+    """The code after the selection and the types of the names declared around it, for
+    usage_type: the same for every name a fill asks of (a file cut in its middle may need 80
+    names, and over a 150 kB file each pass took 30 ms). Runs of whitespace as one (a newline
+    where they hold one): usage_type's patterns then never try the ways of splitting a long run
+    between two of their optional spaces."""
+    code = _squeezed(_code(suffix))
+    return code, _value_types(_squeezed(_code(prefix)) + "\n" + code)
+
+
+@functools.lru_cache(maxsize=256)  # a fill asks it of the same names and text several times
 def usage_type(name: str, prefix: str, suffix: str) -> str | None:
     """The type `name` (needed by the code after a selection, engine.scope.needed_names) is
     used as there, for a declaration to start with (`float `, `int64_t `, `bool `), or None
@@ -474,11 +485,7 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
     the type the statement declares or assigns to. The integer or float type is the one the
     votes named most, else the one the surrounding code declares most (`int64_t` in a file of
     `int64_t` indices), else `int ` or `float `."""
-    # Runs of whitespace as one (a newline where they hold one): the patterns below then never
-    # try the ways of splitting a long run between two of their optional spaces.
-    code = _squeezed(_code(suffix))
-    around = _squeezed(_code(prefix)) + "\n" + code
-    types = _value_types(around)
+    code, types = _usage_context(prefix, suffix)
     families: Counter = Counter()
     concrete: Counter = Counter()
 
@@ -513,7 +520,7 @@ def usage_type(name: str, prefix: str, suffix: str) -> str | None:
             vote("int", 3)
             continue
         if bracket == "(":
-            call = re.search(r"([A-Za-z_]\w*)\s*$", code[:at])
+            call = re.search(r"([A-Za-z_]\w*)\s*$", code[max(0, at - 256):at])   # not a scan of all before
             if call and call.group(1) in FLOAT_FUNCTIONS:
                 vote("float", 3)
                 continue

@@ -308,14 +308,27 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     if inside_one_line(prefix, suffix):
         first = text.split("\n", 1)[0].rstrip()
         return first if first and balanced(first) else fill
-    following = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
     lines = fill.split("\n")
+    found = _suffix_repeated(lines, suffix)
+    if found is None:
+        return fill
+    k, following = found
+    head = "\n".join(lines[:k])
+    # The suffix starts the line that `following` is on, or a newline ends the fill's line.
+    return head if "\n" in suffix[:suffix.index(following)] else head + "\n"
+
+
+def _suffix_repeated(lines: list[str], suffix: str) -> tuple[int, str] | None:
+    """(k, the suffix's first non-blank line) for the first line k of a fill that repeats that
+    line after a head (lines before k) that is not blank and is balanced; None if none does."""
+    following = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
+    if not following:
+        return None
     for k in range(1, len(lines)):
         head = "\n".join(lines[:k])
-        if following and lines[k].strip() == following and head.strip() and balanced(head):
-            # The suffix starts the line that `following` is on, or a newline ends the fill's line.
-            return head if "\n" in suffix[:suffix.index(following)] else head + "\n"
-    return fill
+        if lines[k].strip() == following and head.strip() and balanced(head):
+            return k, following
+    return None
 
 
 def span_ended(answer: str, prefix: str, suffix: str) -> bool:
@@ -332,14 +345,8 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     lines = answer.split("\n")
     if inside_one_line(prefix, suffix):
         return len(lines) > 1 and bool(lines[0].strip()) and balanced(lines[0].strip())
-    following = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
-    if not following:
-        return False
-    for k in range(1, len(lines) - 1):   # the last line may not be whole yet
-        head = "\n".join(lines[:k])
-        if lines[k].strip() == following and head.strip() and balanced(head):
-            return True
-    return False
+    found = _suffix_repeated(lines, suffix)
+    return found is not None and found[0] < len(lines) - 1   # the last line may not be whole yet
 
 
 def starts_statement(prefix: str) -> bool:

@@ -12,7 +12,9 @@ aside) is nowhere in the training or validation split. In each kept kernel up to
 `--per-kernel` statements (a `;`-ended line of its body, without its indentation: what an
 editor user selects) are masked, one per case, chosen with `--seed`. The cases are fixed
 before any model is run; the first statement of each of the first 6 kernels is the issue's
-"six small held-out kernels" target.
+"six small held-out kernels" target. `--select line` masks any line of code instead (also the
+`if (...) {`, `}` and `for` heads that a quarter of real lines are, whose brackets do not
+balance on their own).
 
 Methods, in the same run on the same cases:
 - `empty`: the span left empty (removing a statement often still compiles);
@@ -120,19 +122,26 @@ def is_statement(line: str) -> bool:
     return line.startswith((" ", "\t")) and line.rstrip().endswith(";") and not line.strip().startswith(("//", "*"))
 
 
+def is_code_line(line: str) -> bool:
+    """An indented line of code that is not a comment or a directive: what an editor user
+    selects by line (`--select line`): a statement, an `if (...) {`, a `}`, a `for` head."""
+    return line.startswith((" ", "\t")) and bool(line.strip()) and not line.strip().startswith(("//", "*", "/*", "#"))
+
+
 def line_span(lines: list[str], i: int) -> tuple[int, int]:
     """Where line i of "\n".join(lines) starts and ends, its indentation and trailing blanks aside."""
     start = sum(len(ln) + 1 for ln in lines[:i])
     return start + len(lines[i]) - len(lines[i].lstrip()), start + len(lines[i].rstrip())
 
 
-def statement_cases(source: str, path: str, kernel: str, rng: random.Random, count: int) -> list[Case]:
+def statement_cases(source: str, path: str, kernel: str, rng: random.Random, count: int,
+                    selectable=is_statement) -> list[Case]:
     """The kernel (with the prelude) with one statement of its body masked, for up to
-    `count` different statements."""
+    `count` different statements (`selectable`: is_code_line for any line of code)."""
     text = PRELUDE + kernel
     lines = text.split("\n")
     body_from = len(PRELUDE.split("\n")) - 1 + next(i for i, ln in enumerate(kernel.split("\n")) if "{" in ln) + 1
-    statements = [i for i in range(body_from, len(lines)) if is_statement(lines[i])]
+    statements = [i for i in range(body_from, len(lines)) if selectable(lines[i])]
     name = re.search(r"(\w+)\s*\(", kernel[kernel.index("__global__"):])
     cases = []
     for i in rng.sample(statements, min(count, len(statements))):
@@ -142,9 +151,10 @@ def statement_cases(source: str, path: str, kernel: str, rng: random.Random, cou
 
 
 def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int,
-               sources: set[str] | None = None) -> list[Case]:
+               sources: set[str] | None = None, select: str = "statement") -> list[Case]:
     """Cases from the held-out packages' kernels (see the module doc), shuffled by seed:
-    kernel by kernel, up to per_kernel statements of each; `sources`: only those packages'."""
+    kernel by kernel, up to per_kernel statements (select="line": lines of code) of each;
+    `sources`: only those packages'."""
     files = [json.loads(line) for line in (corpus / "files.jsonl").read_text().splitlines()]
     held_out = {f["source"] for f in files if f["split"] == "test"}
     if sources is not None and not sources <= held_out:
@@ -163,7 +173,8 @@ def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int,
         seen.add(key)
         if not compiles(PRELUDE + kernel):
             continue
-        found = statement_cases(source, path, kernel, rng, per_kernel)
+        found = statement_cases(source, path, kernel, rng, per_kernel,
+                                is_code_line if select == "line" else is_statement)
         if not found:
             continue
         cases += found
@@ -306,6 +317,9 @@ def main() -> None:
     ap.add_argument("--sources", help="only these held-out packages (comma-separated names of "
                                       "scripts/build_corpus.py's SOURCES, e.g. pycuda-examples)")
     ap.add_argument("--per-kernel", type=int, default=3, help="statements masked per kernel (one at a time)")
+    ap.add_argument("--select", choices=("statement", "line"), default="statement",
+                    help="what is masked: a `;`-ended statement (the issue's cases) or any line of code "
+                         "(also `if (...) {`, `}`, a `for` head)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
@@ -339,7 +353,7 @@ def main() -> None:
           f"{latency['candidates']!r} in {latency['candidates_seconds']:.2f} s", flush=True)
     if not args.latency_only:
         sources = set(args.sources.split(",")) if args.sources else None
-        cases = load_cases(args.corpus, args.seed, args.kernels, args.per_kernel, sources)
+        cases = load_cases(args.corpus, args.seed, args.kernels, args.per_kernel, sources, args.select)
         report["sources"] = sorted(sources) if sources else "all held-out packages"
         target = target_cases(cases)
         print(f"{len(cases)} cases from {len({(c.path, c.kernel) for c in cases})} kernels of held-out packages "
@@ -361,7 +375,8 @@ def main() -> None:
         report["exact_compare"] = "tokens (same_code)"
         report["cases"] = [asdict(c) | {"prefix": c.prefix[len(PRELUDE):]} for c in cases]
         print_table(report["methods"])
-    name = "builtin_latency" if args.latency_only else "builtin_eval" + (f"-{args.sources}" if args.sources else "")
+    name = "builtin_latency" if args.latency_only else "builtin_eval" + (f"-{args.sources}" if args.sources else "") \
+        + ("-lines" if args.select == "line" else "")
     path = out_dir / f"{name}.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path}")

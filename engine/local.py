@@ -21,7 +21,7 @@ from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
-                          needed_names, redeclared, renamed, renamed_declaration, renamed_invented, scope_of,
+                          must_close, needed_names, redeclared, renamed, renamed_declaration, renamed_invented, scope_of,
                           span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names,
                           usage_type, without_type)
 from engine.spelling import code_tokens, respelled
@@ -156,9 +156,12 @@ class LocalEngine(EngineBase):
         late) and a copy reading the function's name is added; a greedy one, the one answer, is
         renamed in place. No candidate starts with a closing bracket (closing_tokens): a fill has the
         shape of a selection, whose brackets are balanced (engine.scope.fits_span), and the small
-        model, at the last statement of a block, often closes the block instead of filling it."""
+        model, at the last statement of a block, often closes the block instead of filling it;
+        unless the file around the selection lacks a closing bracket (engine.scope.must_close: a
+        selected `}`)."""
+        closing = () if must_close(request.prefix, request.suffix) else self.closing_tokens
         drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel,
-                                  first_banned=self.closing_tokens,
+                                  first_banned=closing,
                                   ended=lambda answer: span_ended(answer, request.prefix, request.suffix))
         drawn = [replace(c, text=cut_to_span(c.text, request.prefix, request.suffix)) for c in drawn]
         renamed = [renamed_invented(c.text, request.prefix, request.suffix) for c in drawn]

@@ -7,7 +7,8 @@ saxpy's `y[i] = a * x[i] + b * y[i];`) and the candidate will not compile. Local
 this to rank sampled candidates of a fill: in-scope ones first.
 
 The same ranking also prefers candidates in the selection's shape (`fits_span`): brackets
-balanced, as any statement, expression or block an editor user selects is, and on one line
+balanced, as any statement, expression or block an editor user selects is (or, for a selection
+that is not, such as a line `if (i < n) {`, exactly what the file around it lacks), and on one line
 when the selection is inside one line (the text before it on its line and after it on its
 line are both there: the README's `--range 12:9-12:32`), ending as a line of code does. Before
 ranking, a candidate that runs on past the selection is cut where it ends (`cut_to_span`):
@@ -261,17 +262,52 @@ def redeclared(fill: str, prefix: str, suffix: str) -> list[str]:
 
 
 PAIRS = {"(": ")", "[": "]", "{": "}"}
+BACKWARDS = {")": "(", "]": "[", "}": "{"}
+
+
+def _owed(code: str, pairs: dict[str, str], owed: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The closers still owed after reading `code` (comments and strings already blanked) from a
+    state that owed `owed` (outermost first); None where a bracket closes out of order or closes
+    one that nothing opened."""
+    stack, closers = list(owed), set(pairs.values())
+    for ch in code:
+        if ch in pairs:
+            stack.append(pairs[ch])
+        elif ch in closers and (not stack or stack.pop() != ch):
+            return None
+    return tuple(stack)
 
 
 def balanced(code: str) -> bool:
     """Brackets of `code` (comments and strings aside) close in order and all close."""
-    stack = []
-    for ch in COMMENT_OR_STRING.sub(" ", code):
-        if ch in PAIRS:
-            stack.append(PAIRS[ch])
-        elif ch in PAIRS.values() and (not stack or stack.pop() != ch):
-            return False
-    return not stack
+    return _owed(COMMENT_OR_STRING.sub(" ", code), PAIRS) == ()
+
+
+@functools.lru_cache(maxsize=16)
+def _context_brackets(prefix: str, suffix: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(the closers the prefix leaves owed, the closers the suffix gives to brackets opened
+    before it), both outermost first; None where either part's brackets do not close in order
+    on their own (a file broken mid-edit, braces doubled in `#if` branches): then no fill is
+    judged by its context."""
+    before = _owed(COMMENT_OR_STRING.sub(" ", prefix), PAIRS)
+    after = _owed(COMMENT_OR_STRING.sub(" ", suffix)[::-1], BACKWARDS)
+    if before is None or after is None:
+        return None
+    return before, tuple(PAIRS[opener] for opener in after)
+
+
+def closes_in_context(fill: str, prefix: str, suffix: str) -> bool:
+    """The fill's brackets are balanced, or, where they are not, they are exactly what the code
+    around the selection lacks: a selected `if (i < n) {` whose `}` the suffix has, a `} else {`,
+    the first line of a call whose arguments go on below (the file, read with the fill, closes
+    every bracket in order, as it did with the selection)."""
+    if balanced(fill):
+        return True
+    context = _context_brackets(prefix, suffix)
+    if context is None:
+        return False
+    before, after = context
+    return _owed(COMMENT_OR_STRING.sub(" ", fill), PAIRS, before) == after
 
 
 def inside_one_line(prefix: str, suffix: str) -> bool:
@@ -285,21 +321,43 @@ LINE_ENDS = (";", "{", "}", ")", ":", "else")
 def fits_span(fill: str, prefix: str, suffix: str) -> bool:
     """The fill has the shape of the selection it replaces (see the module doc); a selection
     inside one line that runs to the line's end is a whole line of code, so its fill ends as
-    one does (`;`, a brace, `)` of an `if`, a label, `else`) or is a comment or directive."""
-    if not balanced(fill):
+    one does (`;`, a brace, `)` of an `if`, a label, `else`) or is a comment or directive, or
+    opens what the lines below close (`foo(a,` of a call that goes on), or is one of the lines
+    of an argument or parameter list (`const float* x,`)."""
+    if not closes_in_context(fill, prefix, suffix):
         return False
     if not inside_one_line(prefix, suffix):
         return True
     text = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else "", fill).strip()
-    whole = text.endswith(LINE_ENDS) or fill.strip().startswith(("//", "/*", "#"))
+    whole = text.endswith(LINE_ENDS) or fill.strip().startswith(("//", "/*", "#")) or not balanced(fill) \
+        or (text.endswith(",") and _inside_list(prefix, suffix))
     return "\n" not in fill.strip() and whole
+
+
+def must_close(prefix: str, suffix: str) -> bool:
+    """The file closes fewer brackets after the selection than it opens before it, at the levels
+    the two share: a fill must close one (a selected `}`, or `}` ending a block before more
+    code). Where it need not, a fill that starts by closing a bracket is out of shape."""
+    context = _context_brackets(prefix, suffix)
+    if context is None:
+        return False
+    before, after = context
+    return after[:len(before)] != before
+
+
+def _inside_list(prefix: str, suffix: str) -> bool:
+    """The selection is inside parentheses or brackets that the file opens before it and closes
+    after it: one of a call's or a parameter list's lines, which end with `,`."""
+    context = _context_brackets(prefix, suffix)
+    return context is not None and bool(context[0]) and context[0][-1] in ")]"
 
 
 def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     """A fill that runs on past the selection, cut where it ends: the small model often writes
     what the selection needs and then goes on with the code after it, which the suffix already
     has. For a selection inside one line, after the fill's first line when that line is a whole
-    piece of code (brackets balanced); for any selection, before the first line of the fill
+    piece of code (brackets balanced, or closing what the file around it lacks: `if (i < n) {`);
+    for any selection, before the first line of the fill
     that repeats the suffix's first non-blank line where the fill up to it is balanced (a block
     body followed by the `}` the suffix starts with). Any other fill is returned as it is."""
     text = fill.strip()
@@ -307,7 +365,7 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
         return fill
     if inside_one_line(prefix, suffix):
         first = text.split("\n", 1)[0].rstrip()
-        return first if first and balanced(first) else fill
+        return first if first and closes_in_context(first, prefix, suffix) else fill
     lines = fill.split("\n")
     found = _suffix_repeated(lines, suffix)
     if found is None:
@@ -336,7 +394,7 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     goes on, trim_suffix_overlap (engine.prompts) then cut_to_span cut it where they cut it now,
     so its decoding may stop (engine.local: on a CPU the rows that run on past the span set a
     batch's time). For a selection inside one line: its first line is complete (a newline after
-    it), not blank and balanced: cut_to_span keeps that line, and no tail that the suffix (blank
+    it), not blank and balanced (in its context, see closes_in_context): cut_to_span keeps that line, and no tail that the suffix (blank
     up to its first newline) starts with can begin before its end. For any other selection: a
     complete line repeating the suffix's first non-blank line follows a balanced, not blank
     head: cut_to_span cuts before the first such line, and a tail the suffix starts with can only
@@ -344,7 +402,7 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     line) the answer is not ended: the model goes on to its stop token or max_tokens."""
     lines = answer.split("\n")
     if inside_one_line(prefix, suffix):
-        return len(lines) > 1 and bool(lines[0].strip()) and balanced(lines[0].strip())
+        return len(lines) > 1 and bool(lines[0].strip()) and closes_in_context(lines[0].strip(), prefix, suffix)
     found = _suffix_repeated(lines, suffix)
     return found is not None and found[0] < len(lines) - 1   # the last line may not be whole yet
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,36 @@ def test_a_fill_at_the_end_of_a_block_fills_it_instead_of_closing_it():
         assert texts and all(t.strip() and t.strip()[0] not in "})]" for t in texts), texts
     greedy = model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)[0].text
     assert greedy.strip() and greedy.strip()[0] not in "})]"
+
+
+def test_a_selected_line_that_opens_or_closes_a_block_is_filled_with_one():
+    # `if (i < n) {` and `}` do not balance on their own; the file around them lacks exactly
+    # that, so a fill that supplies it is in shape, is cut after its line, and `}` may be drawn.
+    model = engine.load("builtin")
+    prefix = "__global__ void k(float* y, int n)\n{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    "
+    suffix = "\n        y[i] = 2.0f * y[i];\n    }\n}\n"
+    assert model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)[0].text == "if (i < n) {"
+    texts = [c.text for c in model.infill(prefix, suffix, n=4, max_tokens=32, seed=0, temperature=0.7)]
+    assert texts[0] == "if (i < n) {" and all("\n" not in t.strip() for t in texts), texts
+    prefix = ("__global__ void count(const int *flags, int *out, int n)\n{\n    int total = 0;\n"
+              "    for (int i = 0; i < n; i++) {\n        total += flags[i];\n    ")
+    suffix = "\n    out[0] = total;\n}\n"
+    assert model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)[0].text.strip() == "}"
+    assert "}" in [c.text.strip() for c in model.infill(prefix, suffix, n=4, max_tokens=32, seed=0, temperature=0.7)]
+
+
+def test_the_evaluation_can_mask_any_line_of_code():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from builtin_eval import is_code_line, is_statement, statement_cases
+
+    kernel = ("__global__ void k(float* y, int n)\n{\n    // double it\n    int i = threadIdx.x;\n"
+              "    if (i < n) {\n        y[i] *= 2;\n    }\n}")
+    lines = kernel.split("\n")
+    assert [ln.strip() for ln in lines if is_code_line(ln)] == ["int i = threadIdx.x;", "if (i < n) {", "y[i] *= 2;", "}"]
+    assert [ln.strip() for ln in lines if is_statement(ln)] == ["int i = threadIdx.x;", "y[i] *= 2;"]
+    cases = statement_cases("s", "p.cu", kernel, random.Random(0), 10, is_code_line)
+    assert sorted(c.middle for c in cases) == sorted(["int i = threadIdx.x;", "if (i < n) {", "y[i] *= 2;", "}"])
+    assert all(c.prefix + c.middle + c.suffix == cases[0].prefix + cases[0].middle + cases[0].suffix for c in cases)
 
 
 @pytest.mark.slow

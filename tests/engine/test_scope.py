@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
                           USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
-from engine.scope import (balanced, cut_to_span, declaration_types, declared_names, file_names, first_invented,
+from engine.scope import (balanced, closes_in_context, cut_to_span, must_close, declaration_types, declared_names, file_names, first_invented,
                           fits_span,
                           initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
                           span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
@@ -50,6 +50,55 @@ def test_shape_of_a_one_line_selection():
     assert not fits_span("float s =", PREFIX, SUFFIX) and not fits_span("float", PREFIX, SUFFIX)
     assert fits_span("y[i] = 0.0f;  // reset", PREFIX, SUFFIX) and fits_span("if (i < n)", PREFIX, SUFFIX)
     assert fits_span("// nothing to do", PREFIX, SUFFIX) and fits_span("#pragma unroll", PREFIX, SUFFIX)
+
+
+IF_LINE = "if (i < n) {"
+IF_AT = SAXPY.index(IF_LINE)
+IF_PREFIX, IF_SUFFIX = SAXPY[:IF_AT], SAXPY[IF_AT + len(IF_LINE):]
+
+
+def test_a_selected_line_that_opens_a_block_is_filled_by_one_that_does():
+    """A quarter of real code lines (`if (...) {`, `for (...) {`, `}`, `} else {`) are not
+    balanced on their own; their fill is in shape when the file with it closes every bracket in
+    order, as it did with the selection."""
+    assert closes_in_context(IF_LINE, IF_PREFIX, IF_SUFFIX) and fits_span(IF_LINE, IF_PREFIX, IF_SUFFIX)
+    assert fits_span("if (i >= n) return; {", IF_PREFIX, IF_SUFFIX)
+    assert fits_span("for (; i < n; i += blockDim.x * gridDim.x) {", IF_PREFIX, IF_SUFFIX)
+    # An unbalanced fill that leaves the file with a bracket too many, or closing in the wrong order.
+    for fill in ("if (i < n) { {", "if (i < n) ({", "if (i < n) {\n  y[i] = 0;", "if (i < n) ]"):
+        assert not fits_span(fill, IF_PREFIX, IF_SUFFIX), fill
+    # A balanced one stays in shape (a file mid-edit may lack its last `}`: then the brackets
+    # around the selection differ too, and its balanced fills are right); the compiler judges it.
+    assert fits_span("if (i < n)", IF_PREFIX, IF_SUFFIX) and fits_span("y[i] = 0;", IF_PREFIX, IF_SUFFIX)
+    # The fill runs on past the line: its first line is the fill, and its decoding may stop.
+    assert cut_to_span("if (i < n) {\n        y[i] = 0;\n    }\n}", IF_PREFIX, IF_SUFFIX) == IF_LINE
+    assert span_ended("if (i < n) {\n  y", IF_PREFIX, IF_SUFFIX)
+    # `} else {` and a lone `}`.
+    code = "void f(int a) {\n  if (a) {\n    g();\n  } else {\n    h();\n  }\n}\n"
+    for line in ("} else {", "}"):
+        at = code.index(line)
+        assert fits_span(line, code[:at], code[at + len(line):]), line
+    # Only where the file lacks a closing bracket may a fill start with one (engine.local bans it
+    # elsewhere: the small model closes the block at its last statement instead of filling it).
+    assert must_close(code[:code.index("}\n}")], code[code.index("}\n}") + 1:])
+    assert not must_close(IF_PREFIX, IF_SUFFIX) and not must_close(PREFIX, SUFFIX)
+    # A file whose brackets do not close in order around the selection (doubled in `#if`
+    # branches, or mid-edit) judges no fill by its context: only balanced fills are in shape.
+    broken = "void f(int a) {\n#if A\n  if (a) {\n#else\n  if (!a) {\n#endif\n    g();\n  }\n  "
+    assert not closes_in_context("if (a) {", broken, "\n    h();\n  }\n}\n")
+    assert closes_in_context("h();", broken, "\n}\n")
+
+
+def test_a_line_of_an_argument_list_ends_with_a_comma():
+    code = "__global__ void k(const float* x,\n                  float* y, int n) {\n  y[0] = x[0];\n}\n"
+    line = "float* y, int n) {"
+    at = code.index(line)
+    assert fits_span(line, code[:at], code[at + len(line):])
+    at = code.index("const float* x,")
+    prefix, suffix = code[:at], code[at + len("const float* x,"):]
+    assert fits_span("const float* __restrict__ x,", prefix, suffix)
+    assert not fits_span("const float* x", prefix, suffix)     # not a line of the list
+    assert not fits_span("x = 1,", PREFIX, SUFFIX)              # a statement is not inside a list
 
 
 def _candidate(text: str) -> Candidate:

@@ -13,25 +13,30 @@
 # of 2026-12-05 (5.2 MB) the tree fits the 64 MiB limit only with docs/ left behind (moved aside), so
 # copy the stage's settings (e.g. docs/device-runs/2026-12-05/session18/stage5-settings.json) into
 # .train-carry/ first and name that copy.
+# The call's logs go to DEVICE_LOGS and come back packed in $OUT/logs.tar.gz beside the
+# checkpoint (scripts/device-train.sh: at most 8 files come back).
 set -uo pipefail
 settings=${1:?settings file}
 budget=${2:-585}
 start=$(date +%s)
-. scripts/device-setup.sh > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
+export DEVICE_LOGS=${DEVICE_LOGS:-/tmp/device-logs}
+logs=$DEVICE_LOGS
+mkdir -p "$logs"
+. scripts/device-setup.sh > "$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ( python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')" \
-  && python3 scripts/build_corpus.py --reindex ) > "$OUT/reindex.log" 2>&1 &
+  && python3 scripts/build_corpus.py --reindex ) > "$logs/reindex.log" 2>&1 &
 unpack=$!
-timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/engine/test_train_gpu.py > "$OUT/gpu-tests.log" 2>&1
-echo "gpu tests rc $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu-tests.log"; tail -3 "$OUT/gpu-tests.log"
-wait $unpack; echo "reindex rc $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/reindex.log"
-timeout 180 python3 benchmarks/train_speed.py --settings "$settings" --steps 120 > "$OUT/train_speed.log" 2>&1
-echo "train_speed rc $? at $(( $(date +%s) - start )) s" | tee -a "$OUT/train_speed.log"; tail -4 "$OUT/train_speed.log"
+timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/engine/test_train_gpu.py > "$logs/gpu-tests.log" 2>&1
+echo "gpu tests rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/gpu-tests.log"; tail -3 "$logs/gpu-tests.log"
+wait $unpack; echo "reindex rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/reindex.log"
+OUT=$logs timeout 180 python3 benchmarks/train_speed.py --settings "$settings" --steps 120 > "$logs/train_speed.log" 2>&1
+echo "train_speed rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/train_speed.log"; tail -4 "$logs/train_speed.log"
 mkdir -p .train-run
 python3 - "$settings" <<'PY'
 import json, os, sys
 s = json.load(open(sys.argv[1]))
 try:
-    runs = {r["attention"]: r for r in json.load(open(os.environ["OUT"] + "/train_speed.json"))["runs"]}
+    runs = {r["attention"]: r for r in json.load(open(os.environ["DEVICE_LOGS"] + "/train_speed.json"))["runs"]}
     flex, sdpa = runs["flex"], runs["sdpa"]
     ok = abs(flex["first_loss"] - sdpa["first_loss"]) <= 0.02 * sdpa["first_loss"] \
         and flex["tokens_per_s"] > 1.1 * sdpa["tokens_per_s"]
@@ -42,8 +47,8 @@ s["attention"] = "flex" if ok else "sdpa"
 print("attention:", s["attention"])
 json.dump(s, open(".train-run/stage.json", "w"), indent=2)
 PY
-cp .train-run/stage.json "$OUT/"
+cp .train-run/stage.json "$logs/"
 left=$(( budget - ($(date +%s) - start) - 25 ))
 echo "training $left s"
-SETTINGS=.train-run/stage.json bash scripts/device-train.sh $left > "$OUT/train-call1.log" 2>&1
-echo "train rc $? at $(( $(date +%s) - start )) s"; tail -3 "$OUT/train-call1.log"
+SETTINGS=.train-run/stage.json bash scripts/device-train.sh $left > "$logs/train-call.log" 2>&1
+echo "train rc $? at $(( $(date +%s) - start )) s"; tail -3 "$logs/train-call.log"

@@ -15,19 +15,28 @@
 #              preset=9 | lzma.PRESET_EXTREME); [t.add(p) for p in ('.corpus/tokenizer',
 #              '.corpus/data/train_texts.json', '.corpus/data/valid_texts.json',
 #              '.corpus/data/test_texts.json')]"
+# What comes back: $OUT/checkpoint (config, index, weight shards: the tokenizer is the init's,
+# copy engine/builtin's tokenizer*.json beside it), $OUT/loss.csv and $OUT/logs.tar.gz with every
+# log of the call (the device tool brings back at most 8 files: session 21's first call lost its
+# checkpoint to ten). Logs are written to DEVICE_LOGS (default /tmp/device-logs); any other file
+# left in $OUT (scripts/device-setup.sh's) is moved there before the logs are packed.
 set -euo pipefail
 seconds=${1:?seconds of training in this call}
 out=${OUT:-.device-out}
-mkdir -p "$out"
+logs=${DEVICE_LOGS:-/tmp/device-logs}
+mkdir -p "$out" "$logs"
 if [ ! -f .corpus/data/train_lines.npy ]; then
   python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')"
   python3 scripts/build_corpus.py --reindex
 fi
 resume=()
 [ -f .train-run/train_state.pt ] && resume=(--resume)
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$out/train.log" 2>&1 || true
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$logs/train.log" 2>&1 || true
 python3 -m engine.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
-  --stop-after "$seconds" 2>&1 | tee -a "$out/train.log"
-mkdir -p "$out/checkpoint"
-cp .train-run/checkpoint/* "$out/checkpoint/"
+  --stop-after "$seconds" 2>&1 | tee -a "$logs/train.log"
+rm -rf "$out/checkpoint" && mkdir -p "$out/checkpoint"
+cp .train-run/checkpoint/config.json .train-run/checkpoint/model*.safetensors* "$out/checkpoint/"
 cp .train-run/loss.csv "$out/"
+find "$out" -maxdepth 1 -type f ! -name loss.csv ! -name logs.tar.gz -exec mv {} "$logs/" \;
+tar -czf "$out/logs.tar.gz" -C "$logs" .
+echo "back: $(find "$out" -type f | wc -l) files (at most 8 come back)"

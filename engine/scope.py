@@ -283,12 +283,24 @@ def balanced(code: str) -> bool:
     return _owed(COMMENT_OR_STRING.sub(" ", code), PAIRS) == ()
 
 
+def _source_around(prefix: str, suffix: str) -> tuple[str, str]:
+    """The CUDA source around a selection: for one inside a Python triple-quoted string (a
+    `load_inline` extension's source, a KernelBench ModelNew's), the string's text before and
+    after it; otherwise the prefix and suffix as they are."""
+    for quote in ('"""', "'''"):
+        if prefix.count(quote) % 2 == 1 and quote in suffix:
+            return prefix[prefix.rindex(quote) + 3:], suffix[:suffix.index(quote)]
+    return prefix, suffix
+
+
 @functools.lru_cache(maxsize=16)
 def _context_brackets(prefix: str, suffix: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(the closers the prefix leaves owed, the closers the suffix gives to brackets opened
-    before it), both outermost first; None where either part's brackets do not close in order
-    on their own (a file broken mid-edit, braces doubled in `#if` branches): then no fill is
-    judged by its context."""
+    before it), both outermost first, in the CUDA source around the selection
+    (`_source_around`); None where either part's brackets do not close in order on their own
+    (a file broken mid-edit, braces doubled in `#if` branches): then no fill is judged by its
+    context."""
+    prefix, suffix = _source_around(prefix, suffix)
     before = _owed(COMMENT_OR_STRING.sub(" ", prefix), PAIRS)
     after = _owed(COMMENT_OR_STRING.sub(" ", suffix)[::-1], BACKWARDS)
     if before is None or after is None:

@@ -58,7 +58,7 @@ IF_PREFIX, IF_SUFFIX = SAXPY[:IF_AT], SAXPY[IF_AT + len(IF_LINE):]
 
 
 def test_a_selected_line_that_opens_a_block_is_filled_by_one_that_does():
-    """A quarter of real code lines (`if (...) {`, `for (...) {`, `}`, `} else {`) are not
+    """29% of real code lines (`if (...) {`, `for (...) {`, `}`, `} else {`) are not
     balanced on their own; their fill is in shape when the file with it closes every bracket in
     order, as it did with the selection."""
     assert closes_in_context(IF_LINE, IF_PREFIX, IF_SUFFIX) and fits_span(IF_LINE, IF_PREFIX, IF_SUFFIX)
@@ -87,6 +87,24 @@ def test_a_selected_line_that_opens_a_block_is_filled_by_one_that_does():
     broken = "void f(int a) {\n#if A\n  if (a) {\n#else\n  if (!a) {\n#endif\n    g();\n  }\n  "
     assert not closes_in_context("if (a) {", broken, "\n    h();\n  }\n}\n")
     assert closes_in_context("h();", broken, "\n}\n")
+
+
+def test_a_line_of_cuda_inside_a_python_string_is_judged_by_that_source():
+    """A load_inline extension's or a KernelBench ModelNew's CUDA lives in a triple-quoted
+    string: the brackets around the selection are that string's, not the Python file's (whose
+    quotes and comments the C reading of brackets would get wrong)."""
+    code = (
+        'import torch\nfrom torch.utils.cpp_extension import load_inline\n\n'
+        '# scale (x) in place: "quoted" [sic\n'
+        'source = r"""\n__global__ void scale(float* x, int n) {\n'
+        '    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {\n        x[i] *= 2.0f;\n    }\n}\n"""\n\n'
+        'ext = load_inline(name="ext", cpp_sources="", cuda_sources=source, functions=["scale"])\n')
+    at = code.index("if (i < n) {")
+    prefix, suffix = code[:at], code[at + len("if (i < n) {"):]
+    assert fits_span("if (i < n) {", prefix, suffix) and not fits_span("if (i < n) {{", prefix, suffix)
+    assert cut_to_span("if (i < n) {\n        x[i] = 0;", prefix, suffix) == "if (i < n) {"
+    at = code.index("}\n}")
+    assert must_close(code[:at], code[at + 1:])
 
 
 def test_a_line_of_an_argument_list_ends_with_a_comma():

@@ -335,15 +335,34 @@ def fits_span(fill: str, prefix: str, suffix: str) -> bool:
     inside one line that runs to the line's end is a whole line of code, so its fill ends as
     one does (`;`, a brace, `)` of an `if`, a label, `else`) or is a comment or directive, or
     opens what the lines below close (`foo(a,` of a call that goes on), or is one of the lines
-    of an argument or parameter list (`const float* x,`)."""
+    of an argument or parameter list (`const float* x,`), or of a statement that the deeper
+    indented line below goes on with (`const int n =`), or of a macro (`\\` after one)."""
     if not closes_in_context(fill, prefix, suffix):
         return False
     if not inside_one_line(prefix, suffix):
         return True
     text = COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else "", fill).strip()
     whole = text.endswith(LINE_ENDS) or fill.strip().startswith(("//", "/*", "#")) or not balanced(fill) \
-        or (text.endswith(",") and _inside_list(prefix, suffix))
+        or (text.endswith(",") and _inside_list(prefix, suffix)) \
+        or (text.endswith(CONTINUED) and _continued(prefix, suffix)) \
+        or (text.endswith("\\") and prefix.rstrip(" \t").endswith("\\\n"))
     return "\n" not in fill.strip() and whole
+
+
+CONTINUED = ("=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "?", ":", ",", "(", "!")
+
+
+def _continued(prefix: str, suffix: str) -> bool:
+    """The selected line's statement goes on below it: the next line of code is indented deeper
+    than the selection's line (`const int n =` over `    rows * cols;`)."""
+    indent = prefix[prefix.rfind("\n") + 1:]
+    following = next((line for line in suffix.split("\n")[1:] if line.strip()), "")
+    return not indent.strip() and _width(following) > _width(indent)
+
+
+def _width(line: str) -> int:
+    """The width of a line's indentation, a tab as 4 columns."""
+    return len(line[:len(line) - len(line.lstrip())].expandtabs(4))
 
 
 def must_close(prefix: str, suffix: str) -> bool:

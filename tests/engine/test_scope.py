@@ -89,6 +89,22 @@ def test_a_selected_line_that_opens_a_block_is_filled_by_one_that_does():
     assert closes_in_context("h();", broken, "\n}\n")
 
 
+def test_a_line_that_a_deeper_line_or_a_macro_goes_on_with():
+    code = ("__global__ void k(float* y, int rows, int cols) {\n    const int n =\n        rows * cols;\n"
+            "    y[0] = n;\n}\n")
+    at = code.index("const int n =")
+    prefix, suffix = code[:at], code[at + len("const int n ="):]
+    assert fits_span("const int n =", prefix, suffix) and fits_span("const int count = rows +", prefix, suffix)
+    # Where the next line is not deeper, a line that stops mid-statement is not a line.
+    at = code.index("y[0] = n;")
+    assert not fits_span("y[0] =", code[:at], code[at + len("y[0] = n;"):])
+    macro = "#define APPLY(x) \\\n  do { \\\n    f(x); \\\n  } while (0)\n"
+    at = macro.index("f(x); \\")
+    prefix, suffix = macro[:at], macro[at + len("f(x); \\"):]
+    assert fits_span("g(x); \\", prefix, suffix)
+    assert not fits_span("g(x); \\", PREFIX, SUFFIX)    # not inside a macro
+
+
 def test_a_line_of_cuda_inside_a_python_string_is_judged_by_that_source():
     """A load_inline extension's or a KernelBench ModelNew's CUDA lives in a triple-quoted
     string: the brackets around the selection are that string's, not the Python file's (whose

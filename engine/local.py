@@ -21,9 +21,9 @@ from engine.loading import load_checkpoint
 from engine.model import SDARConfig, SDARForCausalLM
 from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
-                          must_close, needed_names, redeclared, renamed, renamed_declaration, renamed_invented, scope_of,
-                          span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names,
-                          usage_type, without_type)
+                          must_close, needed_names, redeclared, renamed, renamed_declaration, renamed_invented,
+                          scope_of, span_ended, starts_statement, type_family, uninitialized_declaration,
+                          unknown_names, usage_type, without_type)
 from engine.spelling import code_tokens, respelled
 from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
 

@@ -7,10 +7,11 @@ saxpy's `y[i] = a * x[i] + b * y[i];`) and the candidate will not compile. Local
 this to rank sampled candidates of a fill: in-scope ones first.
 
 The same ranking also prefers candidates in the selection's shape (`fits_span`): brackets
-balanced, as any statement, expression or block an editor user selects is (or, for a selection
-that is not, such as a line `if (i < n) {`, exactly what the file around it lacks), and on one line
-when the selection is inside one line (the text before it on its line and after it on its
-line are both there: the README's `--range 12:9-12:32`), ending as a line of code does. Before
+balanced, as any statement, expression or block an editor user selects is (or, for a
+selection that is not, such as a line `if (i < n) {`, exactly what the file around it lacks),
+and on one line when the selection is inside one line (the text before it on its line and
+after it on its line are both there: the README's `--range 12:9-12:32`), ending as a line of
+code does. Before
 ranking, a candidate that runs on past the selection is cut where it ends (`cut_to_span`):
 after its first whole line for a one-line selection, before a line that repeats the suffix's
 first line for any selection.
@@ -388,9 +389,9 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     what the selection needs and then goes on with the code after it, which the suffix already
     has. For a selection inside one line, after the fill's first line when that line is a whole
     piece of code (brackets balanced, or closing what the file around it lacks: `if (i < n) {`);
-    for any selection, before the first line of the fill
-    that repeats the suffix's first non-blank line where the fill up to it is balanced (a block
-    body followed by the `}` the suffix starts with). Any other fill is returned as it is."""
+    for any selection, before the first line of the fill that repeats the suffix's first
+    non-blank line where the fill up to it is balanced (a block body followed by the `}` the
+    suffix starts with). Any other fill is returned as it is."""
     text = fill.strip()
     if "\n" not in text:
         return fill
@@ -425,8 +426,9 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     goes on, trim_suffix_overlap (engine.prompts) then cut_to_span cut it where they cut it now,
     so its decoding may stop (engine.local: on a CPU the rows that run on past the span set a
     batch's time). For a selection inside one line: its first line is complete (a newline after
-    it), not blank and balanced (in its context, see closes_in_context): cut_to_span keeps that line, and no tail that the suffix (blank
-    up to its first newline) starts with can begin before its end. For any other selection: a
+    it), not blank and balanced (in its context: closes_in_context): cut_to_span keeps that
+    line, and no tail that the suffix (blank up to its first newline) starts with can begin
+    before its end. For any other selection: a
     complete line repeating the suffix's first non-blank line follows a balanced, not blank
     head: cut_to_span cuts before the first such line, and a tail the suffix starts with can only
     begin past it or at blank lines. Otherwise (no such line yet, a blank or unbalanced first

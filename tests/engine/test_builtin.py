@@ -149,7 +149,8 @@ def test_the_evaluation_can_mask_any_line_of_code():
     kernel = ("__global__ void k(float* y, int n)\n{\n    // double it\n    int i = threadIdx.x;\n"
               "    if (i < n) {\n        y[i] *= 2;\n    }\n}")
     lines = kernel.split("\n")
-    assert [ln.strip() for ln in lines if is_code_line(ln)] == ["int i = threadIdx.x;", "if (i < n) {", "y[i] *= 2;", "}"]
+    assert [ln.strip() for ln in lines if is_code_line(ln)] == \
+        ["int i = threadIdx.x;", "if (i < n) {", "y[i] *= 2;", "}"]
     assert [ln.strip() for ln in lines if is_statement(ln)] == ["int i = threadIdx.x;", "y[i] *= 2;"]
     cases = statement_cases("s", "p.cu", kernel, random.Random(0), 10, is_code_line)
     assert sorted(c.middle for c in cases) == sorted(["int i = threadIdx.x;", "if (i < n) {", "y[i] *= 2;", "}"])

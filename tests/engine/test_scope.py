@@ -7,11 +7,10 @@ from pathlib import Path
 
 from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
                           USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
-from engine.scope import (balanced, closes_in_context, cut_to_span, must_close, declaration_types, declared_names, file_names, first_invented,
-                          fits_span,
-                          initialized_declaration, needed_names, redeclared, renamed_declaration, scope_of,
-                          span_ended, starts_statement, type_family, uninitialized_declaration, unknown_names, usage_type,
-                          without_type)
+from engine.scope import (balanced, closes_in_context, cut_to_span, declaration_types, declared_names, file_names,
+                          first_invented, fits_span, initialized_declaration, must_close, needed_names, redeclared,
+                          renamed_declaration, scope_of, span_ended, starts_statement, type_family,
+                          uninitialized_declaration, unknown_names, usage_type, without_type)
 from engine.types import Candidate
 
 SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()

@@ -25,21 +25,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.builtin_eval import is_code_line, line_span  # noqa: E402
 from benchmarks.corpus_sweep import GENERATED  # noqa: E402
 from engine import scope  # noqa: E402
 
 
 def selections(text: str, rng: random.Random, count: int):
-    """(prefix, line, suffix) for up to `count` indented code lines of text."""
+    """(prefix, line, suffix) for up to `count` indented code lines of text (builtin_eval's
+    `--select line` lines, each without its indentation)."""
     lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-    code = [i for i, line in enumerate(lines)
-            if line[:1] in (" ", "\t") and line.strip() and not line.strip().startswith(("//", "#", "/*", "*"))]
+    code = [i for i, line in enumerate(lines) if is_code_line(line)]
     for i in rng.sample(code, min(count, len(code))):
-        a = starts[i] + len(lines[i]) - len(lines[i].lstrip())
-        b = starts[i] + len(lines[i].rstrip())
+        a, b = line_span(lines, i)
         yield text[:a], text[a:b], text[b:]
 
 

@@ -11,10 +11,9 @@ balanced, as any statement, expression or block an editor user selects is (or, f
 selection that is not, such as a line `if (i < n) {`, exactly what the file around it lacks),
 and on one line when the selection is inside one line (the text before it on its line and
 after it on its line are both there: the README's `--range 12:9-12:32`), ending as a line of
-code does. Before
-ranking, a candidate that runs on past the selection is cut where it ends (`cut_to_span`):
-after its first whole line for a one-line selection, before a line that repeats the suffix's
-first line for any selection.
+code does. Before ranking, a candidate that runs on past the selection is cut where it ends
+(`cut_to_span`): after its first whole line for a one-line selection, before a line that
+repeats the suffix's first line for any selection.
 
 A selection whose suffix reads a name nothing declares (`needed_names`) held its declaration.
 `usage_type` says what type the suffix uses that name as (an index: an integer; set to `true`:
@@ -428,11 +427,11 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     batch's time). For a selection inside one line: its first line is complete (a newline after
     it), not blank and balanced (in its context: closes_in_context): cut_to_span keeps that
     line, and no tail that the suffix (blank up to its first newline) starts with can begin
-    before its end. For any other selection: a
-    complete line repeating the suffix's first non-blank line follows a balanced, not blank
-    head: cut_to_span cuts before the first such line, and a tail the suffix starts with can only
-    begin past it or at blank lines. Otherwise (no such line yet, a blank or unbalanced first
-    line) the answer is not ended: the model goes on to its stop token or max_tokens."""
+    before its end. For any other selection: a complete line repeating the suffix's first
+    non-blank line follows a balanced, not blank head: cut_to_span cuts before the first such
+    line, and a tail the suffix starts with can only begin past it or at blank lines. Otherwise
+    (no such line yet, a blank or unbalanced first line) the answer is not ended: the model goes
+    on to its stop token or max_tokens."""
     lines = answer.split("\n")
     if inside_one_line(prefix, suffix):
         return len(lines) > 1 and bool(lines[0].strip()) and closes_in_context(lines[0].strip(), prefix, suffix)

@@ -390,11 +390,15 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     piece of code (brackets balanced, or closing what the file around it lacks: `if (i < n) {`);
     for any selection, before the first line of the fill that repeats the suffix's first
     non-blank line where the fill up to it is balanced (a block body followed by the `}` the
-    suffix starts with). Any other fill is returned as it is."""
+    suffix starts with). Any other fill is returned as it is, but for a selection inside one line
+    without the line break that ends its one line of code (a row that span_ended stopped there):
+    the selection has no line break, and the user's line would gain an empty one."""
     text = fill.strip()
+    one_line = inside_one_line(prefix, suffix)
     if "\n" not in text:
-        return fill
-    if inside_one_line(prefix, suffix):
+        head = fill.split("\n", 1)[0]
+        return head.rstrip() if one_line and "\n" in fill and head.strip() else fill
+    if one_line:
         first = text.split("\n", 1)[0].rstrip()
         return first if first and closes_in_context(first, prefix, suffix) else fill
     lines = fill.split("\n")

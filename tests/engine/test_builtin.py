@@ -99,6 +99,8 @@ def test_a_fills_decodes_share_its_prompt_and_stop_at_the_span(monkeypatch):
     candidates = model.infill(filler + text[:at], text[at + len(statement):] + filler, n=4, max_tokens=64, seed=0,
                               temperature=0.7)
     assert any(c.text == statement for c in candidates)
+    # Rows stopped at the end of their line: no candidate brings that line break along.
+    assert all("\n" not in c.text for c in candidates)
     assert len(calls) >= 2   # the draw, and the declarations of `i`
     assert len({id(kept) for kept, *_ in calls}) == 1 and calls[0][1] == 0
     for _, reused, length, ended in calls[1:]:

@@ -8,9 +8,9 @@ from pathlib import Path
 from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
                           USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
 from engine.scope import (balanced, closes_in_context, cut_to_span, declaration_types, declared_names, file_names,
-                          first_invented, fits_span, initialized_declaration, must_close, needed_names, redeclared,
-                          renamed_declaration, scope_of, span_ended, starts_statement, type_family,
-                          uninitialized_declaration, unknown_names, usage_type, without_type)
+                          first_invented, fits_span, initialized_declaration, inside_one_line, must_close,
+                          needed_names, redeclared, renamed_declaration, scope_of, span_ended, starts_statement,
+                          type_family, uninitialized_declaration, unknown_names, usage_type, without_type)
 from engine.types import Candidate
 
 SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
@@ -190,6 +190,10 @@ def test_a_one_line_selection_gets_the_first_line_of_a_fill_that_runs_on():
     ran_on = "y[i] = a * x[i] + y[i];\n    }\n}\n\nint main() {"
     assert cut_to_span(ran_on, PREFIX, SUFFIX) == STATEMENT
     assert cut_to_span(STATEMENT, PREFIX, SUFFIX) == STATEMENT
+    # A row stopped at the end of its line (span_ended) brings the line break, which the
+    # selection does not have: filled with it, the user's line would gain an empty one.
+    assert cut_to_span(STATEMENT + "\n", PREFIX, SUFFIX) == STATEMENT
+    assert cut_to_span(" " + STATEMENT + " \n", PREFIX, SUFFIX) == " " + STATEMENT
     # A first line that is not whole is no candidate by itself: the fill stays as it was.
     assert cut_to_span("if (i < n) {\n y[i] = 0;\n}", PREFIX, SUFFIX) == "if (i < n) {\n y[i] = 0;\n}"
     # A selection of whole lines may be answered with several.
@@ -230,6 +234,8 @@ def test_an_ended_answer_gives_the_same_fill_however_it_goes_on():
     for prefix, suffix, answer in ended:
         assert span_ended(answer, prefix, suffix), answer
         assert {fill(answer + more, prefix, suffix) for more in goes_on} == {fill(answer, prefix, suffix)}, answer
+        if inside_one_line(prefix, suffix):   # and the ended answer's own fill has no line break
+            assert "\n" not in cut_to_span(trim_suffix_overlap(answer, suffix), prefix, suffix), answer
     # Not ended: no line whole yet, a blank or unbalanced first line (its fill is the whole
     # answer), a body not yet followed by the suffix's line, or one whose `}` line is not whole.
     for prefix, suffix, answer in [(PREFIX, SUFFIX, STATEMENT), (PREFIX, SUFFIX, "\n  y[i] = 0;\n"),

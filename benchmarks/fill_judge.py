@@ -115,6 +115,7 @@ def main() -> int:
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sets": {}}
+    earlier = json.loads(args.resume.read_text()) if args.resume and args.resume.exists() else {"sets": {}}
     from profiler.gpu import gpu_name
 
     report["gpu"] = gpu_name()
@@ -122,9 +123,13 @@ def main() -> int:
     for record_path in args.records:
         record = json.loads(record_path.read_text())
         name = record_path.stem.removeprefix("builtin-eval-")
+        done = {c["case"]: c for c in earlier["sets"].get(name, {}).get("cases", [])}
         cases_out = []
         report["sets"][name] = {"record": str(record_path), "cases": cases_out}
         for index, case in enumerate(record["cases"]):
+            if index in done:
+                cases_out.append(done[index])
+                continue
             fills = {f["method"]: f for f in record["fills"] if f["case"] == index and f["method"] in methods}
             texts = [t for f in fills.values() for t in f["texts"]]
             try:

@@ -99,6 +99,9 @@ def main() -> int:
     ap.add_argument("--summarize", type=Path, metavar="FILL_JUDGE_JSON",
                     help="no judging: add each case's outputs flag from the records to this earlier "
                          "run's results and print its summary again (a run cut by its time limit)")
+    ap.add_argument("--resume", type=Path, metavar="FILL_JUDGE_JSON",
+                    help="go on with this earlier run (one cut by the device's time limit): its judged cases "
+                         "are kept, the rest judged")
     args = ap.parse_args()
     methods = args.methods.split(",")
     if args.summarize:

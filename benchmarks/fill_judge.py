@@ -7,8 +7,8 @@ judge").
 
 Input: the records benchmarks/builtin_eval.py writes (each case's prefix, original statement
 and suffix, and each method's candidates). Each case's kernel gets a generated benchmark
-spec (`spec_lines`: every integer parameter 256, every float 1.5, every pointer a buffer of
-2^20 elements, the non-const ones `inout` so that they start from the same random values,
+spec (`spec_lines`: the integer parameters 256, 264, 272, ..., the floats 1.5, 1.75, 2.0, ...
+in their order, every pointer a buffer of 2^20 elements, the non-const ones `inout` so that they start from the same random values,
 256 blocks of 256 threads), and the product's own judge (profiler.judge.judge: the original
 document as the baseline, each distinct candidate in its own sandboxed process, several
 random input sets, outputs compared) gives each candidate a verdict. A case counts only where
@@ -38,17 +38,23 @@ from profiler.cuda_source import find_kernel  # noqa: E402
 from profiler.dtypes import INT_TYPES  # noqa: E402
 
 BUFFER = "1 << 20"
-INT_VALUE = 256
-FLOAT_VALUE = 1.5
+INT_VALUE, INT_STEP = 256, 8         # the k-th integer parameter is INT_VALUE + k * INT_STEP
+FLOAT_VALUE, FLOAT_STEP = 1.5, 0.25
 LAUNCH = "grid=256, block=256"
 
 
 def spec_lines(source: str, kernel: str) -> tuple[int, str]:
     """(line to insert at, `// dice:` lines) for `kernel` of `source`: small sizes, so that
     a kernel that loops over an integer parameter or indexes a second dimension stays inside
-    its buffers and its time limit."""
+    its buffers and its time limit. No two integer (or float) parameters are equal: with one
+    value for all, a fill reading `a - b` where the kernel reads `a - c`, or a `0` where it
+    computes `(a - b) / c`, computed the same outputs and was judged correct."""
     k = find_kernel(source, kernel)
-    lines = [f"let {p.name} = {INT_VALUE if p.type in INT_TYPES else FLOAT_VALUE}" for p in k.params if not p.pointer]
+    scalars = [p for p in k.params if not p.pointer]
+    ints = [p.name for p in scalars if p.type in INT_TYPES]
+    floats = [p.name for p in scalars if p.type not in INT_TYPES]
+    lines = [f"let {p.name} = {INT_VALUE + ints.index(p.name) * INT_STEP}" if p.name in ints
+             else f"let {p.name} = {FLOAT_VALUE + floats.index(p.name) * FLOAT_STEP}" for p in scalars]
     pointers = [p for p in k.params if p.pointer]
     if pointers:
         lines.append("buffer " + ", ".join(f"{p.name}[{BUFFER}]" for p in pointers))

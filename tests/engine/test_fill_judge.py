@@ -32,6 +32,18 @@ def test_the_generated_spec_covers_every_parameter_and_parses():
     assert spec.inout == frozenset({"out"})
 
 
+def test_no_two_scalar_parameters_get_the_same_value():
+    """With one value for every integer, `float c = 0;` for `float c = floorf((budget - base) / per);`
+    computed the same outputs and was judged correct."""
+    source = ("__global__ void k(float *out, int budget, int base, float per, float scale, int n)\n"
+              "{\n  out[0] = floorf((budget - base) / per) * scale + n;\n}\n")
+    _, lines = spec_lines(source, "k")
+    assert "let budget = 256\n" in lines and "let base = 264\n" in lines and "let n = 272\n" in lines
+    assert "let per = 1.5\n" in lines and "let scale = 1.75\n" in lines
+    values = [line.split(" = ")[1] for line in lines.splitlines() if line.startswith("// dice: let ")]
+    assert len(values) == len(set(values)) == 5
+
+
 def test_every_case_of_the_shipped_records_gets_a_spec_that_parses():
     for record in sorted((REPO / "docs").glob("builtin-eval-*.json")):
         cases = json.loads(record.read_text()).get("cases", [])

@@ -5,20 +5,19 @@ judge").
     python benchmarks/fill_judge.py docs/builtin-eval-pycuda-examples.json [more records ...]
                                     [--methods model,previous] [--time-limit 20]
 
-Input: the records benchmarks/builtin_eval.py writes (each case's prefix, original statement
-and suffix, and each method's candidates). Each case's kernel gets a generated benchmark
-spec (`spec_lines`: the integer parameters 256, 264, 272, ..., the floats 1.5, 1.75, 2.0, ...
-in their order, every pointer a buffer of 2^20 elements, the non-const ones `inout` so that
-they start from the same random values, 256 blocks of 256 threads), and the product's own judge (profiler.judge.judge: the original
-document as the baseline, each distinct candidate in its own sandboxed process, several
-random input sets, outputs compared) gives each candidate a verdict. A case counts only where
-the original judged against itself is correct and the kernel writes through a pointer (a
-kernel that only prints is "correct" whatever a fill does; one whose output depends on a
-race, or that reads past the generated buffers, is not correct against itself: reported,
-not counted). Reported per method: cases
-judged, cases with a correct candidate, and of those how many had no candidate equal to the
-original (right, but written otherwise). Writes $OUT/fill_judge.json (OUT defaults to
-./.device-out) after every case, and a table on stdout.
+Input: the records benchmarks/builtin_eval.py writes (each case's prefix, original statement and
+suffix, and each method's candidates). Each case's kernel gets a generated benchmark spec
+(`spec_lines`: the integer parameters 256, 264, 272, ..., the floats 1.5, 1.75, 2.0, ... in
+their order, every pointer a buffer of 2^20 elements, the non-const ones `inout` so that they
+start from the same random values, 256 blocks of 256 threads), and the product's own judge
+(profiler.judge.judge: the original document as the baseline, each distinct candidate in its own
+sandboxed process, several random input sets, outputs compared) gives each candidate a verdict.
+A case counts only where the original judged against itself is correct and the kernel writes
+through a pointer (a kernel that only prints is "correct" whatever a fill does; one whose output
+depends on a race, or that reads past the generated buffers, is not correct against itself:
+reported, not counted). Reported per method: cases judged, cases with a correct candidate, and
+of those how many had no candidate equal to the original (right, but written otherwise). Writes
+$OUT/fill_judge.json (OUT defaults to ./.device-out) after every case, and a table on stdout.
 """
 
 from __future__ import annotations

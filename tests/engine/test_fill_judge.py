@@ -44,6 +44,21 @@ def test_no_two_scalar_parameters_get_the_same_value():
     assert len(values) == len(set(values)) == 5
 
 
+def test_a_kernel_written_for_one_block_is_launched_as_one():
+    """256 blocks of `a[idx] *= 2` with idx from threadIdx alone race on the same elements: the
+    original was "correct" against itself by luck, and so was a fill. A kernel that never reads
+    blockIdx or gridDim gets one block; one that does, 256."""
+    one = "__global__ void doublify(float *a)\n{\n  int idx = threadIdx.x + threadIdx.y*4;\n  a[idx] *= 2;\n}\n"
+    _, lines = spec_lines(one, "doublify")
+    assert "// dice: launch grid=1, block=256\n" in lines
+    _, lines = spec_lines("#include <math.h>\n" + CASE["prefix"] + CASE["middle"] + CASE["suffix"], "scale")
+    assert "// dice: launch grid=256, block=256\n" in lines
+    assert tuple(parse_spec(document(CASE, CASE["middle"]))["scale"].grid)[:1] == (256,)
+    doc = {"kernel": "doublify", "prefix": one[:one.index("a[idx]")], "middle": "a[idx] *= 2;",
+           "suffix": one[one.index("a[idx]") + len("a[idx] *= 2;"):]}
+    assert tuple(parse_spec(document(doc, doc["middle"]))["doublify"].grid)[:1] == (1,)
+
+
 def test_every_case_of_the_shipped_records_gets_a_spec_that_parses():
     for record in sorted((REPO / "docs").glob("builtin-eval-*.json")):
         cases = json.loads(record.read_text()).get("cases", [])

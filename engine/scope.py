@@ -393,11 +393,13 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     suffix starts with). Any other fill is returned as it is, but for a selection inside one line
     without the line break that ends its one line of code (a row that span_ended stopped there):
     the selection has no line break, and the user's line would gain an empty one."""
+    if "\n" not in fill:
+        return fill
     text = fill.strip()
     one_line = inside_one_line(prefix, suffix)
     if "\n" not in text:
         head = fill.split("\n", 1)[0]
-        return head.rstrip() if one_line and "\n" in fill and head.strip() else fill
+        return head.rstrip() if one_line and head.strip() else fill
     if one_line:
         first = text.split("\n", 1)[0].rstrip()
         return first if first and closes_in_context(first, prefix, suffix) else fill

@@ -100,3 +100,25 @@ def test_a_kernel_that_only_prints_has_no_outputs_to_judge():
                 "middle": 'printf("%f\\n", x[0]);', "suffix": "\n}\n"}
     assert not has_outputs(printing)
     assert has_outputs(CASE)
+
+
+def test_resume_keeps_the_cases_an_earlier_run_judged(tmp_path, monkeypatch):
+    """--resume: a run the device's time limit cut goes on; the cases it judged are taken from its
+    report as they are (here every case, so nothing is judged again and no GPU is needed)."""
+    import sys
+
+    from benchmarks import fill_judge
+
+    record = tmp_path / "builtin-eval-x.json"
+    fills = [{"method": "model", "case": 0, "texts": [CASE["middle"]]}]
+    record.write_text(json.dumps({"cases": [CASE], "fills": fills}))
+    judged = {"case": 0, "kernel": "scale", "outputs": True, "original": {"correct": True},
+              "methods": {"model": {"correct": True, "correct_not_exact": False, "candidates": []}}}
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"sets": {"x": {"cases": [judged]}}}))
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    monkeypatch.setattr(sys, "argv", ["fill_judge", str(record), "--methods", "model", "--resume", str(earlier)])
+    assert fill_judge.main() == 0
+    report = json.loads((tmp_path / "out" / "fill_judge.json").read_text())
+    assert report["sets"]["x"]["cases"] == [judged]
+    assert report["summary"]["x"] == {"cases": 1, "judgeable": 1, "model": {"correct": 1, "correct_not_exact": 0}}

@@ -19,7 +19,15 @@ STATUSES = (
     "no_gpu",
     "no_spec",
     "error",
+    # Measured, but what was measured proves nothing (profiler.verdict says which rule):
+    "impossible",  # faster than the GPU's memory or arithmetic allows: the timer did not see the work
+    "suspicious",  # over SUSPICIOUS_SPEEDUP times eager PyTorch: more often a cheat than a kernel
+    "unstable",  # the timings disagree with themselves or with the baseline timed alone
+    "unproven",  # the baseline's outputs do not depend on its inputs: a comparison shows nothing
 )
+# Statuses whose numbers are proof, one way or the other. Only a verdict with one of these and
+# no flag counts in `dice bench`'s correct/fast_p/mean, and only such a "faster" is applied.
+PROVEN = ("faster", "not_faster")
 
 
 @dataclass
@@ -64,6 +72,11 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown verdict status {self.status!r}; expected one of {STATUSES}")
+
+    @property
+    def proven(self) -> bool:
+        """Whether this verdict's numbers count: a proven status and no flag raised."""
+        return self.status in PROVEN and not self.extra.get("flags")
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -25,6 +25,7 @@ from profiler.gpu import compute_capability, gpu_name
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.python_check import python_check
 from profiler.paths import cache_dir, remove_tree
+from profiler.protocol import DICE_LSP, Protocol
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import POOL, Cancelled, SandboxOutcome, Started, pool, run_sandboxed, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
@@ -40,7 +41,6 @@ from profiler.verdict import (
     torch_compile_ms,
 )
 
-INPUT_SETS = 3  # checked before timing; one more is checked after it
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
                 "(the \"Add benchmark spec\" code action writes a template)")
 
@@ -52,9 +52,10 @@ ProgressFn = Callable[[int, int], None]
 BUILD_JOBS_ENV = "DICE_BUILD_JOBS"
 
 
-def _seeds() -> list[int]:
-    """Fresh seeds for every check, so a candidate cannot be tuned to known inputs."""
-    return [secrets.randbits(31) for _ in range(INPUT_SETS + 1)]
+def _seeds(protocol: Protocol = DICE_LSP) -> list[int]:
+    """Fresh seeds for every check (the last one checked after timing), so a candidate cannot
+    be tuned to known inputs."""
+    return [secrets.randbits(31) for _ in range(protocol.input_sets)]
 
 
 def _time_budget(time_limit: float) -> float:
@@ -352,7 +353,7 @@ def _compile_only(candidate: str, path: str) -> Verdict | None:
 
 
 def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float,
-                         inputs: dict | None = None) -> dict:
+                         inputs: dict | None = None, protocol: Protocol = DICE_LSP) -> dict:
     """`inputs`: {"seeds", "sample_seed"} shared by the runs whose outputs are compared (a
     candidate's and Model's alone); fresh seeds and no samples without it."""
     filename = os.path.basename(path) or "model.py"
@@ -360,8 +361,9 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
         "kind": "kernelbench",
         "baseline": {"source": baseline, "filename": filename},
         "candidate": None if candidate is None else {"source": candidate, "filename": filename},
-        "seeds": _seeds(),
+        "seeds": _seeds(protocol),
         **(inputs or {}),
+        "protocol": protocol.to_request(),
         "time_budget_s": _time_budget(time_limit),
         # load_inline builds for this architecture also where the GPU is hidden (build ahead).
         "cuda_arch": compute_capability(),
@@ -371,10 +373,10 @@ def _kernelbench_request(baseline: str, candidate: str | None, path: str, time_l
 
 def _kernelbench_run(baseline: str, candidate: str | None, path: str, time_limit: float, should_cancel,
                      builds: VerifiedBuilds | None, env: dict[str, str] | None = None, inputs: dict | None = None,
-                     on_phase=None, started: Started | None = None):
+                     on_phase=None, started: Started | None = None, protocol: Protocol = DICE_LSP):
     """One sandboxed run of a KernelBench request, in the candidate's own verified build
     folder when `builds` holds one (or in `started`, a sandbox already started in it)."""
-    request = _kernelbench_request(baseline, candidate, path, time_limit, inputs)
+    request = _kernelbench_request(baseline, candidate, path, time_limit, inputs, protocol)
     return _run_in_build_folder(request, candidate, builds, time_limit, should_cancel, env=env, on_phase=on_phase,
                                 started=started)
 
@@ -407,7 +409,8 @@ def _run_in_build_folder(request: dict, document: str | None, builds: VerifiedBu
 
 def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_limit: float,
                          should_cancel, *, with_compile: bool, builds: VerifiedBuilds | None = None,
-                         reference: Reference | None = None, on_phase=None, started: Started | None = None) -> Verdict:
+                         reference: Reference | None = None, on_phase=None, started: Started | None = None,
+                         protocol: Protocol = DICE_LSP) -> Verdict:
     source = baseline if candidate is None else candidate
     diagnostics = python_check(source, path)
     if diagnostics:
@@ -416,7 +419,7 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
     flags = static_flags(candidate, baseline) if candidate is not None else []
     reference = reference or Reference()
     outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
-                               inputs=reference.inputs, on_phase=on_phase, started=started)
+                               inputs=reference.inputs, on_phase=on_phase, started=started, protocol=protocol)
     verdict = from_outcome(outcome, flags=flags)
     reference_time = reference.ms
     if with_compile and verdict.time_ms is not None:
@@ -564,8 +567,9 @@ class KernelBenchProblem:
     folders while they build: one whose source the static checker flags (files, the
     environment, the harness's memory, threads) is not built ahead but alone when judged."""
 
-    def __init__(self, baseline: str, path: str, time_limit: float, should_cancel=None, on_phase=None):
-        self.baseline, self.path, self.time_limit = baseline, path, time_limit
+    def __init__(self, baseline: str, path: str, time_limit: float, should_cancel=None, on_phase=None,
+                 protocol: Protocol = DICE_LSP):
+        self.baseline, self.path, self.time_limit, self.protocol = baseline, path, time_limit, protocol
         self.should_cancel, self.on_phase = should_cancel, on_phase
         # The process's store: a candidate judged again finds its build, where sandboxes are
         # isolated in a later process too (DICE_REUSE_BUILDS=0: a store for this problem
@@ -588,7 +592,7 @@ class KernelBenchProblem:
     def build(self, candidate: str) -> SandboxOutcome:
         """The sandboxed run that built it (its outcome decides nothing: see above)."""
         return _kernelbench_run(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
-                                self.builds, env={"CUDA_VISIBLE_DEVICES": ""})
+                                self.builds, env={"CUDA_VISIBLE_DEVICES": ""}, protocol=self.protocol)
 
     def reference(self, candidates: list[str | None]) -> Reference:
         """Model alone, run once in a process that runs no candidate code, on the input sets
@@ -598,9 +602,9 @@ class KernelBenchProblem:
         runs = [c for c in candidates if c is not None and not python_check(c, self.path)]
         if gpu_name() is None or not runs or python_check(self.baseline, self.path):
             return self.reference_run
-        inputs = {"seeds": _seeds(), "sample_seed": secrets.randbits(31)}
+        inputs = {"seeds": _seeds(self.protocol), "sample_seed": secrets.randbits(31)}
         outcome = _kernelbench_run(self.baseline, None, self.path, self.time_limit, self.should_cancel, None,
-                                   inputs=inputs, on_phase=self.on_phase)
+                                   inputs=inputs, on_phase=self.on_phase, protocol=self.protocol)
         self.reference_run = Reference(reference_ms(outcome), reference_samples(outcome), inputs)
         return self.reference_run
 
@@ -634,7 +638,7 @@ class KernelBenchProblem:
         try:
             return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
                                         with_compile=False, builds=self.builds, reference=self.reference_run,
-                                        on_phase=self.on_phase, started=started)
+                                        on_phase=self.on_phase, started=started, protocol=self.protocol)
         finally:
             if started is not None:
                 started.discard()  # ended by its run; killed if the verdict did not need it
@@ -650,10 +654,10 @@ class KernelBenchProblem:
 
 
 def _kernelbench_verdicts(baseline: str, candidates: list[str | None], path: str, time_limit: float,
-                          on_progress: ProgressFn | None, should_cancel) -> list[Verdict]:
+                          on_progress: ProgressFn | None, should_cancel, protocol: Protocol = DICE_LSP) -> list[Verdict]:
     """Builds of several candidates at once first (judged one after the other, 8 candidates
     would wait minutes for builds the CPUs can do side by side), then each judged."""
-    problem = KernelBenchProblem(baseline, path, time_limit, should_cancel)
+    problem = KernelBenchProblem(baseline, path, time_limit, should_cancel, protocol=protocol)
     try:
         todo = problem.buildable(candidates)
         jobs = build_jobs(len(todo))
@@ -690,12 +694,14 @@ def _keep_a_spare(document: str, path: str, time_limit: float, builds: VerifiedB
 
 def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None = None,
           time_limit: float = 60.0, on_progress: ProgressFn | None = None,
-          should_cancel: Callable[[], bool] | None = None) -> list[Verdict]:
+          should_cancel: Callable[[], bool] | None = None, protocol: Protocol = DICE_LSP) -> list[Verdict]:
     """A verdict for each candidate document against the baseline document, each candidate
     in a fresh sandboxed process. on_progress(index, total) is called before each
-    (1-based); should_cancel() is polled and raises Cancelled when it turns true."""
+    (1-based); should_cancel() is polled and raises Cancelled when it turns true. `protocol`
+    (profiler.protocol) applies to KernelBench documents; a .cu document is judged by ours."""
     if is_kernelbench(path):
-        return _kernelbench_verdicts(baseline, list(candidates), path, time_limit, on_progress, should_cancel)
+        return _kernelbench_verdicts(baseline, list(candidates), path, time_limit, on_progress, should_cancel,
+                                     protocol)
     return _cuda_verdicts(baseline, list(candidates), path, kernel, time_limit, on_progress, should_cancel)
 
 

@@ -80,7 +80,7 @@ def cpu_times() -> tuple[float, float] | None:
 
 
 def shared_level1() -> Path:
-    root = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench" / "level1"
+    root = Path(os.environ.get("DICE_SHARED", REPO / "tests" / "data")) / "kernelbench" / "level1"
     if not root.is_dir():
         sys.exit(f"bench_level1: no KernelBench level1 at {root} (set DICE_SHARED)")
     return root

@@ -279,7 +279,7 @@ def main() -> int:
     judge_module = sys.modules["profiler.judge"]  # `profiler.judge` the attribute is the function
     judge_module.run_sandboxed = _recording(judge_module.run_sandboxed)
     judge_module.run_started = _recording_started(judge_module.run_started)
-    kernelbench = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench"  # device-setup.sh sets it
+    kernelbench = Path(os.environ.get("DICE_SHARED", REPO / "tests" / "data")) / "kernelbench"
     tag = f"{os.getpid()}-{int(time.time())}"
     rows: list[dict] = []
     extra: dict = {"new_process": [], "nvcc": {}}

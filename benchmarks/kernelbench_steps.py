@@ -40,7 +40,7 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(os.environ.get("OUT", REPO / ".device-out"))
     out.mkdir(parents=True, exist_ok=True)
-    level1 = Path(os.environ.get("DICE_SHARED", REPO.parent / "shared")) / "kernelbench" / "level1"
+    level1 = Path(os.environ.get("DICE_SHARED", REPO / "tests" / "data")) / "kernelbench" / "level1"
     problems, _ = discover(level1)
     controls = solution_files(CONTROLS)
     picked = [(problem, control) for problem in problems

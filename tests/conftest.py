@@ -18,21 +18,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _shared_dir() -> Path:
-    """The project's shared/ folder: beside the checkout, or a copy carried inside it
-    (`.shared/`, on the device machine), or wherever DICE_SHARED points."""
-    import os
-
-    for cand in (os.environ.get("DICE_SHARED"), REPO.parent / "shared", REPO / ".shared"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    return REPO.parent / "shared"
+DATA = REPO / "tests" / "data"  # everything the tests read: tests/data/README.md
+KERNELBENCH = DATA / "kernelbench"
 
 
-SHARED = _shared_dir()
-KERNELBENCH = SHARED / "kernelbench"
-SDAR_TOKENIZER = SHARED / "sdar-tokenizer"
-DICE_REFERENCE = SHARED / "dice-reference"
+def _unpack_module():
+    spec = importlib.util.spec_from_file_location("test_data_unpack", DATA / "unpack.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @functools.cache
@@ -66,24 +60,21 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def kernelbench_dir() -> Path:
-    if not KERNELBENCH.is_dir():
-        pytest.skip(f"KernelBench subset not found at {KERNELBENCH}")
+    """KernelBench level1 and level2 problems 1-50 (tests/data/kernelbench, MIT)."""
     return KERNELBENCH
 
 
 @pytest.fixture(scope="session")
-def sdar_tokenizer_dir() -> Path:
-    if not SDAR_TOKENIZER.is_dir():
-        pytest.skip(f"SDAR tokenizer files not found at {SDAR_TOKENIZER}")
-    return SDAR_TOKENIZER
+def sdar_tokenizer_dir(tmp_path_factory) -> Path:
+    """SDAR-4B-Chat's tokenizer files and config (tests/data/sdar-tokenizer, MIT), unpacked."""
+    return _unpack_module().unpack_tokenizer(tmp_path_factory.mktemp("sdar-tokenizer"))
 
 
 @pytest.fixture(scope="session")
-def dice_reference() -> Path:
-    """DICE's own outputs on a tiny checkpoint (shared/dice-reference/README.md)."""
-    if not DICE_REFERENCE.is_dir():
-        pytest.skip(f"DICE golden fixtures not found at {DICE_REFERENCE}")
-    return DICE_REFERENCE
+def dice_reference(tmp_path_factory, sdar_tokenizer_dir) -> Path:
+    """DICE's own outputs on a tiny checkpoint (tests/data/dice-reference/README.md), with the
+    checkpoint's weights drawn again and checked by sha256."""
+    return _unpack_module().unpack_dice_reference(tmp_path_factory.mktemp("dice-reference"), sdar_tokenizer_dir)
 
 
 def engine_test_helpers():

@@ -1,7 +1,7 @@
 """Finding KernelBench-format problems in a folder for `dice bench`.
 
 A problem is a `.py` file that defines, at module level, `class Model`, `get_inputs()` and
-`get_init_inputs()` (the format of /work/shared/kernelbench and of KernelBench itself). The
+`get_init_inputs()` (the format of tests/data/kernelbench and of KernelBench itself). The
 file is read with `ast`, never imported: importing would run arbitrary code in the bench
 process, which the profiler only does inside its sandbox.
 """

@@ -1,4 +1,4 @@
-"""Speaking DICE exactly: DICE's own outputs (shared/dice-reference, made by DICE's code on the
+"""Speaking DICE exactly: DICE's own outputs (tests/data/dice-reference, made by DICE's code on the
 tiny-sdar checkpoint) against ours, with tiny-sdar loaded through the real loading path."""
 
 from __future__ import annotations

@@ -28,6 +28,14 @@ STATUSES = (
 # Statuses whose numbers are proof, one way or the other. Only a verdict with one of these and
 # no flag counts in `dice bench`'s correct/fast_p/mean, and only such a "faster" is applied.
 PROVEN = ("faster", "not_faster")
+# The statuses of a measurement that proves nothing: shown beside what counts, never counted.
+NOT_PROOF = ("impossible", "suspicious", "unstable", "unproven")
+
+
+def proven(status: str, flags: list | None) -> bool:
+    """The rule for whether a verdict's numbers count, for Verdict objects and for verdicts as
+    JSON (results.json, the editor's cache) alike: a proven status and no flag raised."""
+    return status in PROVEN and not flags
 
 
 @dataclass
@@ -76,7 +84,7 @@ class Verdict:
     @property
     def proven(self) -> bool:
         """Whether this verdict's numbers count: a proven status and no flag raised."""
-        return self.status in PROVEN and not self.extra.get("flags")
+        return proven(self.status, self.extra.get("flags"))
 
     def to_json(self) -> dict:
         data = asdict(self)

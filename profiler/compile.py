@@ -12,17 +12,33 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
+from profiler.source_files import include_problems
+
+log = logging.getLogger(__name__)
 
 NVCC_TIME_LIMIT_S = 120.0
+# The address space nvcc and each process it starts (cicc, the host compiler's cc1plus,
+# ptxas) may take. A load_inline source with torch's headers peaks at 3 GiB resident and
+# needs 3.5 GiB of address space; a plain .cu file needs less than 0.5 GiB. Without a bound
+# `#include </dev/zero>` grows cc1plus until the kernel's OOM killer stops it.
+COMPILER_MEMORY_ENV = "DICE_COMPILER_MEMORY"
+DEFAULT_COMPILER_MEMORY = 6 * 1024**3
+_SIZE = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*")
+# What the compilers print when an allocation fails (cc1plus, EDG's front end, a C++ runtime).
+_OUT_OF_MEMORY = re.compile(r"out of memory|memory exhausted|std::bad_alloc|cannot allocate memory", re.IGNORECASE)
 # The architecture compile-only checks target when no GPU says which one it is.
 DEFAULT_ARCH = "sm_90"
 
@@ -53,6 +69,94 @@ def _severity(word: str) -> str:
     if word == "warning":
         return "warning"
     return "note"
+
+
+def compiler_memory_limit() -> int | None:
+    """Bytes of address space each compiler process may take: $DICE_COMPILER_MEMORY ("6G",
+    "4096M", a byte count; "off" for none), else DEFAULT_COMPILER_MEMORY, which is also what a
+    value that cannot be read gives (with a warning): a typo never leaves the compiler unbounded."""
+    raw = os.environ.get(COMPILER_MEMORY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_COMPILER_MEMORY
+    if raw.lower() in ("off", "none", "unlimited"):
+        return None
+    match = _SIZE.fullmatch(raw)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    value = int(float(match.group(1)) * scale[match.group(2).lower()]) if match else 0
+    if value < 64 << 20:
+        log.warning("%s=%r: expected a size of at least 64M (e.g. 6G, 4096M) or off; using %s",
+                    COMPILER_MEMORY_ENV, raw, describe_bytes(DEFAULT_COMPILER_MEMORY))
+        return DEFAULT_COMPILER_MEMORY
+    return value
+
+
+def describe_bytes(count: int) -> str:
+    """1073741824 -> "1 GiB", 1610612736 -> "1.5 GiB"."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} bytes"
+
+
+@dataclass(frozen=True)
+class CompilerRun:
+    returncode: int | None  # None: stopped at the time bound
+    output: str  # stdout, then stderr
+    memory_limit: int | None
+    time_limit: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def bound_hit(self) -> str | None:
+        """The bound that stopped the compiler, in words, or None when it finished on its own."""
+        if self.timed_out:
+            return f"the compiler was stopped at its time bound of {self.time_limit:.0f} s"
+        if self.returncode != 0 and self.memory_limit is not None and (
+                _OUT_OF_MEMORY.search(self.output) or self.returncode < 0):
+            return (f"the compiler ran out of its memory bound of {describe_bytes(self.memory_limit)} "
+                    f"({COMPILER_MEMORY_ENV} sets it)")
+        return None
+
+
+def _bounded_child(memory: int | None, cpu_seconds: int) -> None:
+    """In the compiler's process before exec; inherited by every process it starts. The CPU
+    bound is a backstop for a compiler whose parent died before it could kill the group."""
+    if memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard == resource.RLIM_INFINITY or hard > cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+
+
+def run_compiler(cmd: list[str], *, cwd: str, time_limit: float | None = None) -> CompilerRun:
+    """Run a compiler bounded in memory (every process of it, compiler_memory_limit()) and
+    time, in a process group of its own that is killed as a whole at the time bound or when
+    the caller is interrupted: no cc1plus is left behind under PID 1."""
+    memory = compiler_memory_limit()
+    time_limit = NVCC_TIME_LIMIT_S if time_limit is None else time_limit
+    process = subprocess.Popen(
+        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=functools.partial(_bounded_child, memory, int(time_limit) + 10),
+    )
+    try:
+        out, err = process.communicate(timeout=time_limit)
+        returncode: int | None = process.returncode
+    except subprocess.TimeoutExpired:
+        out, err, returncode = b"", b"", None
+    finally:
+        # The whole group, also after nvcc itself ended: a child it left running goes too.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if process.poll() is None or returncode is None:
+            process.communicate()
+    output = out.decode(errors="replace") + "\n" + err.decode(errors="replace")
+    return CompilerRun(returncode, output, memory, time_limit)
 
 
 @functools.cache
@@ -199,7 +303,14 @@ def nvcc_check(source: str, filename: str, *, include_dirs: list[str] | None = N
     Answers are remembered by everything that decides them: the text, the flags, nvcc, and
     the files its `#include "..."` lines name in include_dirs (their modification times).
     With keep=True they are also kept on disk, for checks whose include folders are
-    installed headers (torch's), so another process or session asks nvcc only once."""
+    installed headers (torch's), so another process or session asks nvcc only once.
+
+    An `#include` of a FIFO, a device or a folder is an error at its line without a compile;
+    every compile is bounded in memory and time (run_compiler), and a bound that stops it is
+    an error that names the bound."""
+    refused = include_problems(source, include_dirs or ())
+    if refused:
+        return [Diagnostic(line, column, "error", message) for line, column, message in refused]
     return list(_nvcc_check_cached(source, os.path.basename(filename) or "kernel.cu",
                                    tuple(include_dirs or ()), arch or check_arch(), tuple(flags), keep,
                                    _local_headers_stamp(source, include_dirs or ())))
@@ -253,21 +364,26 @@ def _run_nvcc(nvcc: str, source: str, basename: str, include_dirs: tuple[str, ..
         basename += ".cu"  # a .cuh is checked as a translation unit of its own
     with tempfile.TemporaryDirectory(prefix="dice-check-") as tmp:
         src = Path(tmp) / basename
-        src.write_text(source)
+        # A lone surrogate (from an editor's JSON) cannot be written as UTF-8: it becomes U+FFFD,
+        # one character for one, so lines and columns stay where they were.
+        src.write_text(source, encoding="utf-8", errors="replace")
         cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(Path(tmp) / "out.cubin")]
         cmd += [f"-I{d}" for d in include_dirs]
         cmd += list(flags)
         cmd.append(str(src))
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIME_LIMIT_S, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return (Diagnostic(1, 1, "error", f"nvcc took longer than {NVCC_TIME_LIMIT_S:.0f} s"),), False
-    text = out.stdout + "\n" + out.stderr
-    diagnostics = parse_compiler_output(text, basename, source, kernel_lines=_kernel_lines(source))
-    if out.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
-        tail = " ".join(text.strip().splitlines()[-3:]) or f"exit code {out.returncode}"
+        run = run_compiler(cmd, cwd=tmp)
+    bound = run.bound_hit()
+    if run.timed_out:
+        return (Diagnostic(1, 1, "error", f"{bound}; nothing it printed is kept"),), False
+    diagnostics = list(parse_compiler_output(run.output, basename, source, kernel_lines=_kernel_lines(source)))
+    if bound is not None:
+        tail = " ".join(run.output.strip().splitlines()[-2:])
+        diagnostics.insert(0, Diagnostic(1, 1, "error", f"{bound}: {tail}" if tail else bound))
+    elif run.returncode != 0 and not any(d.severity == "error" for d in diagnostics):
+        tail = " ".join(run.output.strip().splitlines()[-3:]) or f"exit code {run.returncode}"
         diagnostics.append(Diagnostic(1, 1, "error", f"nvcc failed: {tail}"))
-    return tuple(diagnostics), True
+    # An answer at the memory bound depends on the bound: not one to keep on disk.
+    return tuple(diagnostics), bound is None
 
 
 def _kernel_lines(source: str) -> dict[str, int]:

@@ -19,6 +19,8 @@ namespaces of its own, made without privileges (a user namespace):
   outside it, so it can signal none (`kill(-1, SIGKILL)` reaches its own processes only),
   trace none and read no other process's memory or pipes through /proc; when the harness
   ends, the kernel kills everything left in it;
+- a network namespace of its own, whose only interface (loopback) is down: the candidate
+  can reach no address, 127.0.0.1 and abstract UNIX sockets of the host included;
 - a mount namespace with a /proc of that PID namespace, and every file system read-only
   except the folders given with `--writable` (the sandbox's own folder, its build folder),
   a private /dev/shm: the candidate cannot change the installed profiler, another sandbox's
@@ -44,7 +46,7 @@ PR_SET_CHILD_SUBREAPER = 36
 EXEC_FAILED = 127
 # Exit code of a keeper asked to isolate the harness that could not (the reason on stderr).
 ISOLATION_FAILED = 125
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture (Linux >= 5.12)
 AT_RECURSIVE, MOUNT_ATTR_RDONLY = 0x8000, 0x1
@@ -84,11 +86,12 @@ def _write(path: str, text: str) -> None:
 
 def enter_namespaces() -> None:
     """(the keeper, before it starts the harness) A user namespace, in which this process is
-    an unprivileged user with every capability, and a PID namespace that its next child is
-    the first process of. Raises OSError where the system does not allow it."""
+    an unprivileged user with every capability, a PID namespace that its next child is the
+    first process of, and a network namespace with no interface up. Raises OSError where the
+    system does not allow it."""
     libc = ctypes.CDLL(None, use_errno=True)
     uid, gid = os.geteuid(), os.getegid()
-    _libc_call("unshare(user, pid)", libc.unshare(CLONE_NEWUSER | CLONE_NEWPID))
+    _libc_call("unshare(user, pid, net)", libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET))
     # Only one's own ids may be mapped; a root caller's become nobody's inside, so that
     # whatever runs there as that user keeps no capability across exec.
     _write("/proc/self/setgroups", "deny")

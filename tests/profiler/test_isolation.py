@@ -110,6 +110,60 @@ raise RuntimeError("writes: " + " ".join(said))
 
 
 @needs_namespaces
+def test_a_candidate_reaches_no_socket_loopback_included():
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.2)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"dice-test-{secrets.token_hex(4)}"
+    abstract.bind("\0" + name)
+    abstract.listen(4)
+    abstract.settimeout(0.2)
+    accepted: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for server, what in ((listener, "tcp"), (abstract, "unix")):
+                try:
+                    conn, _ = server.accept()
+                    accepted.append(what)
+                    conn.close()
+                except OSError:
+                    pass
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        verdict = _judge(f"""
+import socket
+said = []
+for family, address in ((socket.AF_INET, ("127.0.0.1", {listener.getsockname()[1]})),
+                        (socket.AF_UNIX, "\\0{name}")):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(address)
+        said.append("connected")
+    except OSError as exc:
+        said.append(type(exc).__name__)
+raise RuntimeError("sockets: " + " ".join(said))
+""")
+    finally:
+        stop.set()
+        watcher.join(2)
+        listener.close()
+        abstract.close()
+    assert not accepted, f"a candidate connected over {accepted}"
+    assert "sockets: " in verdict.message and "connected" not in verdict.message, verdict.message
+    assert verdict.extra["isolation"] == "namespaces"
+
+
+@needs_namespaces
 def test_a_process_that_leaves_the_session_dies_with_the_namespace():
     token = f"600.{secrets.randbelow(10**6):06d}"  # sleep's argument, found in the host's /proc
     verdict = _judge(f"""

@@ -6,9 +6,9 @@ not implement, and the weights' names (a checkpoint's separate q/k/v and gate/up
 stacked into the model's `qkv_proj` and `gate_up_proj`, and split again when saving).
 
 Real SDAR/DICE folders name custom code in `auto_map`; we never run it (no
-trust_remote_code): the config is read as JSON, the weights as tensors, and the tokenizer is
-built by transformers' own Qwen2 tokenizer class from tokenizer.json or from
-vocab.json + merges.txt + added_tokens.json.
+trust_remote_code): the config is read as JSON, the weights as tensors, and the tokenizer
+from tokenizer.json (by `tokenizers`, engine.tokenizer) or by transformers' own Qwen2
+tokenizer class from vocab.json + merges.txt + added_tokens.json.
 """
 
 from __future__ import annotations
@@ -180,18 +180,21 @@ def load_config(folder: Path) -> SDARConfig:
 
 def load_tokenizer(folder: Path, config: SDARConfig):
     """The folder's tokenizer with the config's mask token set as mask_token: tokenizer.json
-    exactly as written (any BPE, e.g. the built-in model's), else Qwen2's BPE rebuilt from
-    vocab.json + merges.txt + added tokens."""
-    from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
-
-    if (folder / "tokenizer.json").is_file():
-        tokenizer_class = PreTrainedTokenizerFast
-    elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-        tokenizer_class = Qwen2TokenizerFast
-    else:
+    exactly as written (any BPE, e.g. the built-in model's), read by `tokenizers` alone
+    (engine.tokenizer), else Qwen2's BPE rebuilt by transformers from vocab.json + merges.txt
+    + added tokens."""
+    has_json = (folder / "tokenizer.json").is_file()
+    if not has_json and not ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()):
         raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
     try:
-        tokenizer = tokenizer_class.from_pretrained(str(folder))
+        if has_json:
+            from engine.tokenizer import JsonTokenizer
+
+            tokenizer = JsonTokenizer.from_folder(folder)
+        else:
+            from transformers import Qwen2TokenizerFast
+
+            tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder))
     except Exception as exc:  # transformers and tokenizers raise many kinds on a broken file
         raise EngineError(f"{folder}: the tokenizer files cannot be read ({type(exc).__name__}: {exc})") from exc
     if tokenizer.mask_token_id != config.mask_token_id:

@@ -453,7 +453,12 @@ class DecoderLayer(nn.Module):
 class SDARModel(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # On the meta device (engine.loading builds there, then adopts the checkpoint's
+        # tensors) there are no values to draw, and drawing normal_ there imports torch._dynamo,
+        # about a second of a CPU start-up: the table is left empty.
+        meta = torch.get_default_device().type == "meta"
+        weight = torch.empty(config.vocab_size, config.hidden_size) if meta else None
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, _weight=weight)
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 

@@ -93,6 +93,39 @@ def _number(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:.3g}{unit}"
 
 
+# What each status means for a candidate that was not applied, in the summary line.
+_FATES = {
+    "compile_error": "did not compile",
+    "wrong": "compiled but gave wrong results",
+    "no_gpu": "compiled but not run or timed: no GPU",
+    "not_faster": "correct but not faster",
+    "faster": "faster but flagged (see its verdict)",
+    "no_spec": "compiled but not run: no benchmark spec",
+    "timeout": "ran out of time",
+    "crash": "crashed",
+    "error": "could not be judged",
+}
+
+
+def what_became_of(verdicts: list) -> str:
+    """The candidates' fates in a few words: "none compiled", "none correct: 2 gave wrong
+    results, 1 did not compile", "not timed: no GPU" and the like, never a reason that is
+    not what happened."""
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        fate = _FATES.get(verdict.status, f"measured, but the measurement proves nothing ({verdict.status})")
+        counts[fate] = counts.get(fate, 0) + 1
+    n = len(verdicts)
+    if set(counts) == {_FATES["compile_error"]}:
+        return "none compiled" if n > 1 else "it did not compile"
+    if set(counts) == {_FATES["no_gpu"]}:
+        return "compiled, not timed: no GPU" if n == 1 else "all compiled, none timed: no GPU"
+    parts = [f"{count} {fate}" for fate, count in sorted(counts.items(), key=lambda item: -item[1])]
+    if all(v.correct is not True for v in verdicts) and any(v.status == "wrong" for v in verdicts):
+        return "none correct: " + ", ".join(parts)
+    return ", ".join(parts)
+
+
 def print_table(result: JobResult, out: TextIO) -> None:
     out.write(f"{'#':>2}  {'status':<15} {'speedup':>8} {'time':>10} {'baseline':>10}  verdict\n")
     for i, (_, verdict, _) in enumerate(result.candidates):
@@ -104,7 +137,7 @@ def print_table(result: JobResult, out: TextIO) -> None:
     if not result.candidates:
         out.write("the model returned no candidate\n")
     elif result.best is None:
-        why = "not timed: no GPU" if result.gpu is None else "none is both correct and faster"
+        why = what_became_of([verdict for _, verdict, _ in result.candidates])
         out.write(f"\nno candidate applies ({why}); the file is unchanged\n")
     else:
         out.write(f"\nbest: candidate {result.best + 1} on {result.gpu} (the file is unchanged; --json has its text)\n")

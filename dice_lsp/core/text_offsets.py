@@ -17,6 +17,12 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
+def line_count(text: str) -> int:
+    """Lines as editors and `wc -l` count them: a final newline ends the last line, it does
+    not start another."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
 def offset_at(text: str, line: int, column: int, starts: list[int] | None = None) -> int:
     """Offset of 0-based (line, column); raises ValueError outside the text.
 
@@ -25,7 +31,8 @@ def offset_at(text: str, line: int, column: int, starts: list[int] | None = None
     """
     starts = line_starts(text) if starts is None else starts
     if line < 0 or column < 0 or line >= len(starts):
-        raise ValueError(f"position {line + 1}:{column + 1} is outside the file ({len(starts)} lines)")
+        lines = line_count(text)
+        raise ValueError(f"position {line + 1}:{column + 1} is outside the file ({lines} line{'' if lines == 1 else 's'})")
     line_end = starts[line + 1] - 1 if line + 1 < len(starts) else len(text)
     return min(starts[line] + column, line_end)
 

@@ -3,12 +3,16 @@ tiny checkpoint, the real profiler. The file is never modified."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dice_lsp.cli.jobs import what_became_of
+from profiler.results import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
@@ -52,7 +56,8 @@ def test_optimize_table(dice, tmp_path: Path, tiny_checkpoint: Path):
     run = dice("optimize", str(path), "--kernel", "saxpy", "--candidates", "1", "--max-tokens", "4", "--model", str(tiny_checkpoint))
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(" #  status ")
-    assert "no candidate applies (" in run.stdout and "); the file is unchanged" in run.stdout
+    # The tiny model's candidate never compiles: the summary says so, not "no GPU".
+    assert "no candidate applies (it did not compile); the file is unchanged" in run.stdout
     assert "--- candidate 1 ---" in run.stdout
     assert path.read_text() == SAXPY
 
@@ -66,6 +71,9 @@ def test_bad_requests_say_why(dice, tmp_path: Path):
     assert run.returncode == 2 and "expected L:C-L:C" in run.stderr
     run = dice("fill", str(path), "--range", "99:1-99:2")
     assert run.returncode == 2 and "outside the file" in run.stderr
+    lines = SAXPY.count("\n")  # the file ends with a newline: `wc -l` and editors say this many lines
+    run = dice("fill", str(tmp_path / "two.cu"), "--range", f"{2 * lines + 2}:1-{2 * lines + 2}:2")
+    assert run.returncode == 2 and f"outside the file ({2 * lines} lines)" in run.stderr, run.stderr
     run = dice("fill", str(tmp_path / "missing.cu"), "--range", "1:1-1:2")
     assert run.returncode == 2 and "cannot read" in run.stderr
 
@@ -76,3 +84,22 @@ def test_missing_model_says_how_to_pass_one(dice, tmp_path: Path):
     run = dice("fill", str(path), "--range", "12:9-12:32", "--model", str(tmp_path / "nowhere"))
     assert run.returncode == 1
     assert "Pass --model \"builtin\"" in run.stderr
+
+
+def _verdicts(*statuses: str) -> list[Verdict]:
+    return [dataclasses.replace(Verdict.failed(status, status, compiled=status != "compile_error"),
+                                correct=True if status == "not_faster" else None if status != "wrong" else False)
+            for status in statuses]
+
+
+@pytest.mark.parametrize(("statuses", "summary"), [
+    (("compile_error",), "it did not compile"),
+    (("compile_error", "compile_error", "compile_error"), "none compiled"),
+    (("no_gpu",), "compiled, not timed: no GPU"),
+    (("no_gpu", "no_gpu"), "all compiled, none timed: no GPU"),
+    (("wrong", "wrong", "compile_error"), "none correct: 2 compiled but gave wrong results, 1 did not compile"),
+    (("compile_error", "no_gpu", "compile_error"), "2 did not compile, 1 compiled but not run or timed: no GPU"),
+    (("not_faster", "wrong"), "1 correct but not faster, 1 compiled but gave wrong results"),
+])
+def test_the_summary_says_what_became_of_the_candidates(statuses, summary):
+    assert what_became_of(_verdicts(*statuses)) == summary

@@ -20,17 +20,28 @@ import re
 from dataclasses import dataclass, field
 
 from profiler.cuda_source import Kernel, find_kernels, parse
-from profiler.dtypes import FLOAT_TYPES, INT_TYPES
+from profiler.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
 
 Number = int | float
 Dim3 = tuple[int, int, int]
 
 MAX_THREADS_PER_BLOCK = 1024
+# CUDA's launch limits (every GPU since compute capability 3.0) and, for dynamic shared
+# memory, the most a block may opt into on the largest (H100/H200: 227 KiB).
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_SHARED_BYTES = 227 * 1024
+# The buffers of one kernel, baseline and candidate each allocate them on the device and keep a
+# host copy of the outputs: a stated cap below the memory of the largest GPU (H200: 141 GB)
+# rather than a `1 << 62` allocation that fails deep in the harness.
+MAX_BUFFER_BYTES = 128 * 1024**3
 # Every value is checked against 64 bits as it is computed, so that `1 << 100000000000` is a
 # spec error at its operator instead of gigabytes of Python integer (a kernel parameter is
 # at most 64 bits wide anyway).
 VALUE_BITS = 64
 MAX_LITERAL_DIGITS = 20  # 2**64 has 20 digits; longer literals cannot fit
+# Parentheses and signs nest by recursion in the parser: bounded far below Python's limit.
+MAX_NESTING = 64
 
 
 class SpecError(ValueError):
@@ -92,6 +103,12 @@ class _Line:
         end_column = column + len(text.rstrip())
         self.tokens.append(_Token("end", "", end_column))
         self.at = 0
+        self.depth = 0
+
+    def _nested(self, token: _Token) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise SpecError(self.line, token.column, f"expected an expression nested at most {MAX_NESTING} deep")
 
     def peek(self) -> _Token:
         return self.tokens[self.at]
@@ -148,7 +165,9 @@ class _Line:
     def _unary(self, env, tuple_ok):
         if self.peek().text in ("-", "+"):
             op = self.take()
+            self._nested(op)
             value = self._unary(env, False)
+            self.depth -= 1
             _require_number(value, op, self.line)
             return _bounded(-value, op, self.line) if op.text == "-" else value
         return self._atom(env, tuple_ok)
@@ -169,6 +188,7 @@ class _Line:
             return env[token.text]
         if token.text == "(":
             self.take()
+            self._nested(token)
             items = [self.expression(env)]
             while self.peek().text == ",":
                 comma = self.take()
@@ -176,6 +196,7 @@ class _Line:
                     raise self.error("')' (a tuple is allowed only as a whole grid= or block=)", comma)
                 items.append(self.expression(env))
             self.expect(")")
+            self.depth -= 1
             return tuple(items) if len(items) > 1 else items[0]
         raise self.error("a number, a name or '('")
 
@@ -346,6 +367,13 @@ def _apply_directive(d: _Directive, draft: _Draft) -> None:
         block = found["block"]
         if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
             raise SpecError(d.line, d.column, f"expected at most {MAX_THREADS_PER_BLOCK} threads per block")
+        for what, dims, limits in (("grid", found["grid"], MAX_GRID), ("block", block, MAX_BLOCK)):
+            if any(v > limit for v, limit in zip(dims, limits)):
+                raise SpecError(d.line, d.column, f"expected {what}= within CUDA's limits (x, y, z at most "
+                                                  f"{', '.join(map(str, limits))}), got {dims}")
+        if found.get("shared", 0) > MAX_SHARED_BYTES:
+            raise SpecError(d.line, d.column, f"expected shared= at most {MAX_SHARED_BYTES} bytes (227 KiB, the most "
+                                              f"a block can have), got {found['shared']}")
         draft.launch = (found["grid"], block, int(found.get("shared", 0)))
     elif word.text == "flops":
         p.expect("=")
@@ -379,9 +407,14 @@ def _finish(kernel: Kernel, draft: _Draft, anchor: _Directive | None) -> Spec:
         value = draft.values[param.name]
         if param.type in INT_TYPES and not isinstance(value, int):
             raise SpecError(line, column, f"expected an integer for {param.type} parameter {param.name}, got {value!r}")
+        if param.type in INT_TYPES and not _fits(value, INT_TYPES[param.type]):
+            low, high = _int_range(INT_TYPES[param.type])
+            raise SpecError(line, column, f"expected {param.name} to fit its type {param.type} ({low} to {high}), "
+                                          f"got {value}")
         if param.type not in INT_TYPES and param.type not in FLOAT_TYPES:
             raise SpecError(line, column, f"expected a scalar of a known type for {param.name}, got {param.type}")
         args[param.name] = value
+    _check_buffer_bytes(kernel, draft)
     grid, block, shared = draft.launch
     return Spec(
         kernel=kernel.name,
@@ -395,6 +428,35 @@ def _finish(kernel: Kernel, draft: _Draft, anchor: _Directive | None) -> Spec:
         flops=draft.flops,
         args=args,
     )
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    if dtype == "bool":
+        return 0, 1
+    bits = itemsize(dtype) * 8
+    return (0, 2**bits - 1) if dtype.startswith("uint") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def _fits(value: int, dtype: str) -> bool:
+    low, high = _int_range(dtype)
+    return low <= value <= high
+
+
+def _check_buffer_bytes(kernel: Kernel, draft: _Draft) -> None:
+    """The kernel's buffers together within MAX_BUFFER_BYTES, before anything is allocated."""
+    total = 0
+    for name, (count, where, col) in draft.buffers.items():
+        param = kernel.param(name)
+        dtype = dtype_name(param.type) if param is not None else None
+        size = count * (itemsize(dtype) if dtype else 1)
+        total += size
+        if total > MAX_BUFFER_BYTES:
+            raise SpecError(where.line, col, f"expected buffers of at most {MAX_BUFFER_BYTES // 1024**3} GiB in all "
+                                             f"(more than a GPU holds), got {_gib(total)} with {name}[{count}]")
+
+
+def _gib(count: int) -> str:
+    return f"{count / 1024**3:.3g} GiB" if count < 1024**5 else f"about 2**{count.bit_length() - 1} bytes"
 
 
 def _inherited(shared: _Draft, kernel: Kernel) -> _Draft:

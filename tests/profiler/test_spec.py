@@ -159,9 +159,36 @@ def test_values_are_bounded_before_they_are_computed(expression, column, expecte
 
 
 def test_the_largest_values_still_evaluate():
-    spec = spec_of("// dice: let n = (1 << 63) + ((1 << 63) - 1)\n// dice: let a = -(1 << 63)\n"
+    spec = spec_of("// dice: let big = (1 << 63) + ((1 << 63) - 1)\n// dice: let a = -(1 << 63)\n// dice: let n = 4\n"
                    "// dice: buffer x[4], y[4]\n// dice: launch grid=1, block=4\n")["saxpy"]
-    assert spec.values == {"n": (1 << 64) - 1, "a": -(1 << 63)}
+    assert spec.values == {"big": (1 << 64) - 1, "a": -(1 << 63), "n": 4}
+
+
+@pytest.mark.parametrize(("lines", "expected"), [
+    # A value a 64-bit expression holds but the parameter's C type does not.
+    ("let n = 1 << 62\n// dice: buffer x[4], y[4]\n// dice: launch grid=1, block=4",
+     "expected n to fit its type int (-2147483648 to 2147483647), got 4611686018427387904"),
+    ("let n = -1\n// dice: buffer x[4], y[4]\n// dice: launch grid=1, block=4", None),
+    # Buffers no GPU holds, found before anything is allocated.
+    ("let n = 1 << 30\n// dice: buffer x[n], y[1 << 62]\n// dice: launch grid=1, block=4",
+     "expected buffers of at most 128 GiB in all (more than a GPU holds), got about 2**64 bytes with y[4611686018427387904]"),
+    ("let n = 4\n// dice: buffer x[n], y[n]\n// dice: launch grid=1 << 40, block=4",
+     "expected grid= within CUDA's limits (x, y, z at most 2147483647, 65535, 65535), got (1099511627776, 1, 1)"),
+    ("let n = 4\n// dice: buffer x[n], y[n]\n// dice: launch grid=1, block=(1, 1, 128)",
+     "expected block= within CUDA's limits (x, y, z at most 1024, 1024, 64), got (1, 1, 128)"),
+    ("let n = 4\n// dice: buffer x[n], y[n]\n// dice: launch grid=1, block=4, shared=1 << 40",
+     "expected shared= at most 232448 bytes (227 KiB, the most a block can have), got 1099511627776"),
+])
+def test_sizes_are_checked_for_sense_before_anything_is_allocated(lines, expected):
+    found = spec_errors_as_diagnostics("// dice: let a = 2.5\n// dice: " + lines + "\n" + KERNEL)
+    assert [d.message for d in found] == ([f"dice spec: {expected}"] if expected else [])
+
+
+@pytest.mark.parametrize("expression", ["(" * 3000 + "1" + ")" * 3000, "-" * 3000 + "1", "+-" * 2000 + "1"])
+def test_nesting_thousands_deep_is_a_spec_error_not_a_recursion_error(expression):
+    (found,) = spec_errors_as_diagnostics(f"// dice: let n = {expression}\n// dice: let a = 1.0\n" + KERNEL)
+    assert found.message == "dice spec: expected an expression nested at most 64 deep"
+    assert (found.line, found.column) == (1, 18 + 64)
 
 
 TWO_KERNELS = (

@@ -47,14 +47,18 @@ def parse(source: str):
 
 
 def _walk(node):
-    """Every node where a function definition can be: not inside a well-formed function body,
-    which is most of a file and, for a file of thousands of kernels, most of the time. A body
-    with a syntax error (a brace left open while typing) may hold the kernels after it."""
-    yield node
-    if node.type == "compound_statement" and not node.has_error:
-        return
-    for child in node.children:
-        yield from _walk(child)
+    """Every node where a function definition can be, in document order: not inside a
+    well-formed function body, which is most of a file and, for a file of thousands of
+    kernels, most of the time. A body with a syntax error (a brace left open while typing) may
+    hold the kernels after it. A stack, not recursion: braces nested thousands deep are text
+    anyone can type."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        if node.type == "compound_statement" and not node.has_error:
+            continue
+        stack.extend(reversed(node.children))
 
 
 def _is_kernel(fn) -> bool:

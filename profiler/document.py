@@ -29,16 +29,26 @@ def is_kernelbench(path: str) -> bool:
     return kind_of(path) == KERNELBENCH
 
 
+def parse_python(source: str) -> ast.Module:
+    """ast.parse, with a SyntaxError also for what is nested too deeply for Python's parser
+    (`x = ------...1` or `1+1+...` some thousands long raise RecursionError, and CPython
+    cannot compile such a file either)."""
+    try:
+        return ast.parse(source)
+    except (RecursionError, MemoryError):
+        raise SyntaxError("nested too deeply for Python's parser") from None
+
+
 def module_classes(source: str) -> dict[str, ast.ClassDef]:
     """The classes defined at the top of a module, by name (raises SyntaxError)."""
-    return {node.name: node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)}
+    return {node.name: node for node in parse_python(source).body if isinstance(node, ast.ClassDef)}
 
 
 def module_level_names(source: str) -> set[str]:
     """Classes and functions defined at the top of a module (raises SyntaxError)."""
     return {
         node.name
-        for node in ast.parse(source).body
+        for node in parse_python(source).body
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
     }
 
@@ -61,7 +71,7 @@ def defines_model_new(source: str) -> bool:
 
 def kernelbench_classes(source: str) -> list[ast.ClassDef]:
     """Every module-level `class Model` and `class ModelNew` statement, in order (raises SyntaxError)."""
-    return [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew")]
+    return [node for node in parse_python(source).body if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew")]
 
 
 def benchmark_class(source: str) -> ast.ClassDef | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.compile import CompilerMissing, nvcc_check
+from profiler.document import parse_python
 from profiler.results import Diagnostic
 
 IMPLICIT_HEADERS = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
@@ -135,7 +136,7 @@ def kernelbench_cuda_check(document: str, path: str) -> list[Diagnostic]:
 def kernelbench_cuda_diagnostics(document: str, path: str) -> list[Diagnostic] | None:
     """As kernelbench_cuda_check, but None when nothing could be checked (see there)."""
     try:
-        tree = ast.parse(document)
+        tree = parse_python(document)
     except SyntaxError:
         return None
     calls = inline_cuda(tree)

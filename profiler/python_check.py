@@ -14,4 +14,6 @@ def python_check(source: str, path: str) -> list[Diagnostic]:
         compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return [Diagnostic(exc.lineno or 1, exc.offset or 1, "error", f"{type(exc).__name__}: {exc.msg}")]
+    except (RecursionError, MemoryError):  # CPython's parser or compiler on deeply nested code
+        return [Diagnostic(1, 1, "error", "SyntaxError: nested too deeply for Python's parser")]
     return []

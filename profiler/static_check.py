@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import re
 
+from profiler.document import parse_python
+
 _TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\.cuda\.(?:Event|synchronize|" \
           r"current_stream|default_stream)|\.elapsed_time|cupy\.cuda\.get_elapsed_time)"
 _COMPARISONS = r"(?:torch\.(?:allclose|isclose|equal|testing(?:\.\w+)?)|numpy\.allclose|np\.allclose|" \
@@ -119,7 +121,7 @@ def _counts(source: str) -> dict[str, int]:
     is more: a made-up alias (`import sys as os` in a string) can only add flags. Library
     patches are counted in the syntax tree, where the source parses."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return _count(source)  # it fails as "does not parse" anyway
     names = _renamings(tree)

@@ -96,6 +96,9 @@ def fit_infill(prefix: str, suffix: str, *, budget: int, prompt_tokens: PromptTo
     if prompt_tokens(prefix, suffix) <= budget:
         return prefix, suffix
     fixed = prompt_tokens("", "")
+    if budget <= 0:
+        raise EngineError("max_tokens takes the model's whole context, with no room left for the prompt: "
+                          "ask for fewer tokens")
     if fixed > budget:
         raise EngineError(f"the prompt needs {fixed} tokens before any code, more than the {budget} that "
                           "max_tokens leaves of the model's context: ask for fewer tokens")

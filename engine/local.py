@@ -25,7 +25,7 @@ from engine.scope import (bare_type, cut_to_span, declaration_types, declared_na
                           scope_of, span_ended, starts_statement, type_family, uninitialized_declaration,
                           unknown_names, usage_type, without_type)
 from engine.spelling import code_tokens, respelled
-from engine.types import Cancelled, Candidate, EngineInfo, InfillRequest, Request
+from engine.types import Cancelled, Candidate, EngineError, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
 # A sampled FIM fill draws this many times the candidates asked for and keeps the best
@@ -334,6 +334,9 @@ class LocalEngine(EngineBase):
 
         block_size = request.sampling.block_size or self.config.block_size
         budget = prompt_budget(self.context, block_size, request.max_tokens)
+        if budget <= 0:
+            raise EngineError(f"max_tokens {request.max_tokens} is not less than the model's context of "
+                              f"{self.context} tokens, which must also hold the prompt: ask for fewer tokens")
         prefix, suffix = fit_infill(request.prefix, request.suffix, budget=budget, prompt_tokens=prompt_tokens,
                                     line_tokens=line_tokens)
         return replace(request, prefix=prefix, suffix=suffix)

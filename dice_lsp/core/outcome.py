@@ -8,8 +8,9 @@ Every end of a job is an Outcome with a message, never an exception for the edit
 - the document changed while the job ran (stale): nothing applied, the verdicts shown on
   the document as it is now where the span still fits, `stale: true` in the answer;
 - no GPU, or none both correct and faster: nothing applied, each candidate stays a code
-  action; a candidate the profiler flagged is never `best`, so never applied by itself
-  (jobs.best_candidate);
+  action; a candidate whose measurement proves nothing (impossible, suspicious, unstable,
+  unproven) or that the profiler flagged is never `best`, so never applied by itself
+  (jobs.best_candidate), and the message counts them;
 - otherwise the best candidate is to be applied (`Outcome.apply`).
 
 Each candidate's verdict is cached under the kernel it produced, whatever the outcome. The
@@ -28,8 +29,9 @@ from dice_lsp.core.engine_host import ModelUnavailable, worker_died
 from dice_lsp.core.job_registry import JobCancelled, JobRegistry
 from dice_lsp.core.jobs import JobResult
 from dice_lsp.core.measured import measured_units, unit_key
+from dice_lsp.core.slots import candidate_slot
 from dice_lsp.core.targets import TargetError
-from dice_lsp.core.verdict_view import candidate_title, summary
+from dice_lsp.core.verdict_view import candidate_title, not_proven, summary
 from engine.types import EngineError
 
 log = logging.getLogger(__name__)
@@ -144,9 +146,12 @@ def conclude(client: Client, job_id: str, result: JobResult) -> Outcome:
     if n == 0:
         return Outcome("the model returned no candidate", job=job_id, result=result)
     if not unchanged:
-        message = (
-            f"the document changed while job {job_id} ran, so no candidate was applied. "
-            "Run it again, or pick a candidate from the code actions on the range if it still fits."
+        # The candidates stay code actions only where they still fit the document (core/slots.py).
+        still_fits = candidate_slot(result, text) is not None
+        message = f"the document changed while job {job_id} ran, so no candidate was applied. " + (
+            "Run it again, or pick a candidate from the code actions on the range."
+            if still_fits
+            else "The text around the range changed too, so its candidates no longer fit: run it again."
         )
         client.show(WARNING, message)
         client.show_verdicts(result, text, None)
@@ -154,6 +159,9 @@ def conclude(client: Client, job_id: str, result: JobResult) -> Outcome:
     if result.best is None:
         client.show_verdicts(result, snapshot.text, None)
         reason = "not timed: no GPU" if result.gpu is None else "none was both correct and faster"
+        unproven = sum(not_proven(v) is not None for _, v, _ in result.candidates)
+        if unproven:
+            reason += f"; {unproven} measured but not proven (each candidate's verdict says why)"
         message = f"{n} candidate(s), none applied ({reason}); each is a code action on the range"
         client.show(INFO, message)
         return Outcome(message, job=job_id, result=result)

@@ -1,8 +1,9 @@
 """`dice check FILE [--json]` and `dice profile FILE [--kernel NAME] [--json]`.
 
-Exit codes: 0 fine (profiled, or compiled with nothing to time on this machine), 1 the code
-has a problem (compile errors, wrong results, crash, timeout, no spec), 2 a usage problem
-(no such file or kernel, no compiler).
+Exit codes: 0 fine (profiled with a proven verdict, or compiled with nothing to time on this
+machine), 1 the code has a problem (compile errors, wrong results, crash, timeout, no spec)
+or its measurement proves nothing (impossible, suspicious, unstable, unproven, flagged), 2 a
+usage problem (no such file or kernel, no compiler).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from pathlib import Path
 import profiler
 from profiler.cuda_source import find_kernel
 from profiler.results import Diagnostic, Verdict
+from profiler.source_files import SourceFileError, read_source_bytes
 
-FINE_STATUSES = ("faster", "not_faster", "no_gpu")
+# Besides a proven verdict (Verdict.proven): nothing to time on this machine. A verdict whose
+# measurement proves nothing (impossible, suspicious, unstable, unproven, flagged) is not fine.
+FINE_STATUSES = ("no_gpu",)
 
 
 def _usage_error(message: str) -> int:
@@ -31,8 +35,9 @@ def _diagnostic_rows(diagnostics: list[Diagnostic], path: str) -> list[str]:
 def read_source(path: Path) -> tuple[str, Diagnostic | None]:
     """The file's text, and where it is not UTF-8: a file with a stray Latin-1 byte in a
     comment still compiles, so it is read with U+FFFD in place of each bad byte (the file on
-    disk is never written) and the first bad byte becomes a warning."""
-    data = path.read_bytes()
+    disk is never written) and the first bad byte becomes a warning. Only a regular file is
+    read, up to MAX_SOURCE_BYTES (SourceFileError says what else it is)."""
+    data = read_source_bytes(path)
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
@@ -46,14 +51,12 @@ def read_source(path: Path) -> tuple[str, Diagnostic | None]:
 
 def _read_argument(name: str) -> tuple[Path, str, Diagnostic | None] | int:
     """The file named on the command line, its text and its encoding problem; or the exit
-    code of the usage error that says why it cannot be read."""
+    code of the usage error that says why it cannot be read (missing, a FIFO, a device...)."""
     path = Path(name)
-    if not path.is_file():
-        return _usage_error(f"no such file: {path}")
     try:
         return path, *read_source(path)
-    except OSError as exc:
-        return _usage_error(f"cannot read {path}: {exc.strerror or exc}")
+    except SourceFileError as exc:
+        return _usage_error(str(exc))
 
 
 def check_command(args: argparse.Namespace) -> int:
@@ -135,7 +138,12 @@ def profile_command(args: argparse.Namespace) -> int:
         print(json.dumps(verdict.to_json()))
     else:
         print(verdict_table(verdict, str(path)))
-    return 0 if verdict.status in FINE_STATUSES else 1
+    return exit_code(verdict)
+
+
+def exit_code(verdict: Verdict) -> int:
+    """0 for a proven verdict or one with nothing to time here, else 1."""
+    return 0 if verdict.proven or verdict.status in FINE_STATUSES else 1
 
 
 def main(args: argparse.Namespace) -> int:

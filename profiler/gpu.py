@@ -84,3 +84,37 @@ def compute_capability() -> str | None:
         return f"{major}.{minor}"
     fields = _nvidia_smi("compute_cap")
     return fields[0] if fields and fields[0].replace(".", "").isdigit() else None
+
+
+def _nvml_library_numbers() -> dict[str, int] | None:
+    """The maximum memory clock (MHz) and memory bus width (bits) of the visible GPU, read
+    from the driver's NVML library through ctypes (pynvml is optional; the library comes with
+    every NVIDIA driver). None without it."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        handle = ctypes.c_void_p()
+        index = _visible_index()
+        found = (nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(int(index)), ctypes.byref(handle))
+                 if index.isdigit() else nvml.nvmlDeviceGetHandleByUUID(index.encode(), ctypes.byref(handle)))
+        clock, bus = ctypes.c_uint(), ctypes.c_uint()
+        if found != 0 or nvml.nvmlDeviceGetMaxClockInfo(handle, 2, ctypes.byref(clock)) != 0 \
+                or nvml.nvmlDeviceGetMemoryBusWidth(handle, ctypes.byref(bus)) != 0:  # 2: NVML_CLOCK_MEM
+            return None
+        return {"memory_max_mhz": clock.value, "bus_bits": bus.value}
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+@functools.cache
+def theoretical_bandwidth_gbs() -> float | None:
+    """The GPU's memory bandwidth by its specification: maximum memory clock x 2 (two
+    transfers a clock, as NVML counts HBM and GDDR clocks) x bus width, in GB/s (3352 for an
+    H100 SXM: 2619 MHz, 5120 bits). None where NVML cannot say."""
+    numbers = _nvml_library_numbers()
+    if not numbers or not numbers["memory_max_mhz"] or not numbers["bus_bits"]:
+        return None
+    return numbers["memory_max_mhz"] * 1e6 * 2 * numbers["bus_bits"] / 8 / 1e9

@@ -36,6 +36,7 @@ from profiler.verdict import (
     Reference,
     against_model_alone,
     from_outcome,
+    reference_facts,
     reference_ms,
     reference_samples,
     torch_compile_ms,
@@ -418,17 +419,26 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
                                                f"{diagnostics[0].message}", diagnostics=diagnostics)
     flags = static_flags(candidate, baseline) if candidate is not None else []
     reference = reference or Reference()
-    outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
-                               inputs=reference.inputs, on_phase=on_phase, started=started, protocol=protocol)
-    verdict = from_outcome(outcome, flags=flags)
-    reference_time = reference.ms
-    if with_compile and verdict.time_ms is not None:
-        compiled = COMPILED.get(baseline, lambda: torch_compile_baseline(baseline, path, time_limit, should_cancel,
-                                                                         builds=builds))
-        with_torch_compile(verdict, compiled)
-        reference_time = compiled.eager_ms
-    verdict = against_model_alone(verdict, outcome, reference_time,
-                                  reference.samples if reference.inputs is not None else None)
+
+    def measured(started: Started | None) -> tuple[SandboxOutcome, Verdict]:
+        outcome = _kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
+                                   inputs=reference.inputs, on_phase=on_phase, started=started, protocol=protocol)
+        compiled, facts, reference_time = None, reference.facts, reference.ms
+        if with_compile and outcome.status == "ok" and outcome.result.get("outcome") == "measured":
+            compiled = COMPILED.get(baseline, lambda: torch_compile_baseline(baseline, path, time_limit,
+                                                                             should_cancel, builds=builds))
+            facts, reference_time = facts or compiled.facts, compiled.eager_ms
+        verdict = from_outcome(outcome, flags=flags, facts=facts)
+        if compiled is not None:
+            with_torch_compile(verdict, compiled)
+        return outcome, against_model_alone(verdict, outcome, reference_time,
+                                            reference.samples if reference.inputs is not None else None)
+
+    outcome, verdict = measured(started)
+    if verdict.status == "unstable":  # measured again, in a fresh process; unstable twice is the verdict
+        first = verdict.message
+        outcome, verdict = measured(None)
+        verdict.extra["first_measurement"] = first
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
@@ -452,6 +462,7 @@ class TorchCompileBaseline:
     eager_ms: float | None
     why: str = ""
     builds: list | None = None
+    facts: dict | None = None  # what Model alone says about the problem (profiler.verdict.reference_facts)
     # Seconds since it was measured, when it is a measurement of this process reused
     # (CompiledBaselines); 0 for one made for this verdict.
     age_s: float = 0.0
@@ -469,7 +480,7 @@ def torch_compile_baseline(baseline: str, path: str, time_limit: float, should_c
                "seeds": _seeds(), "time_budget_s": _time_budget(time_limit), "cuda_arch": compute_capability()}
     outcome = _run_in_build_folder(request, baseline, builds, time_limit, should_cancel, on_phase=on_phase)
     records = outcome.result.get("extra", {}).get("builds") if outcome.status == "ok" else None
-    return TorchCompileBaseline(*torch_compile_ms(outcome), builds=records or None)
+    return TorchCompileBaseline(*torch_compile_ms(outcome), builds=records or None, facts=reference_facts(outcome))
 
 
 def with_torch_compile(verdict: Verdict, compiled: TorchCompileBaseline) -> Verdict:
@@ -605,7 +616,8 @@ class KernelBenchProblem:
         inputs = {"seeds": _seeds(self.protocol), "sample_seed": secrets.randbits(31)}
         outcome = _kernelbench_run(self.baseline, None, self.path, self.time_limit, self.should_cancel, None,
                                    inputs=inputs, on_phase=self.on_phase, protocol=self.protocol)
-        self.reference_run = Reference(reference_ms(outcome), reference_samples(outcome), inputs)
+        self.reference_run = Reference(reference_ms(outcome), reference_samples(outcome), inputs,
+                                       reference_facts(outcome))
         return self.reference_run
 
     def prestart(self, candidate: str | None) -> None:

@@ -51,7 +51,7 @@ def read_source_bytes(path: str | os.PathLike, max_bytes: int = MAX_SOURCE_BYTES
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise SourceFileError(f"no such file: {os.fspath(path)}") from None
+        raise SourceFileError(f"cannot read {os.fspath(path)}: no such file") from None
     except OSError as exc:
         raise SourceFileError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):

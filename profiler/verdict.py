@@ -15,8 +15,13 @@ status and message. What it cannot check it flags:
   those of Model run in a process of its own are wrong, whatever the candidate's process
   concluded: Model runs in the candidate's process too, where the candidate's code could
   change what it computes;
-- a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspiciously
-  fast: check" (flag "suspiciously_fast");
+- the rules of profiler.verdict_rules: work outside the launching stream's timed region is
+  charged to the candidate (flag "escaped_timer"), threads busy beside the runs are flagged
+  ("host_threads"); a time faster than the GPU's memory or arithmetic allows is "impossible";
+  a baseline whose outputs do not depend on its inputs makes the comparison "unproven";
+  timings that drift or spread are "unstable"; the reported interval covers the drift
+  between halves of the run and the spread between processes;
+- a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspicious";
 - the candidate's source is read for patterns of cheating (profiler.static_check); each
   found is a named flag. A flagged verdict keeps its numbers but is never applied by
   itself (dice_lsp.core.jobs.best_candidate): the user chooses. A candidate that patches the
@@ -31,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from profiler import verdict_rules as rules
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome
 
@@ -39,7 +45,10 @@ SUSPICIOUS_SPEEDUP = 10.0
 # Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
 FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
                "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
-# How far the baseline timed beside the candidate may be from the baseline timed alone.
+# How far the baseline timed beside the candidate may be from the baseline timed alone: past
+# REFERENCE_AGREEMENT the timing is unstable (measured again by the judge); past
+# REFERENCE_TOLERANCE the candidate's process timed what did not happen.
+REFERENCE_AGREEMENT = 1.25
 REFERENCE_TOLERANCE = 3.0
 # Flags under which the harness's numbers are the candidate's to choose.
 CHEAT_FLAGS = {"timer_patch": "patches a timer", "comparison_patch": "patches a comparison or the profiler",
@@ -61,11 +70,15 @@ class Reference:
     ms: float | None = None
     samples: list[dict] | None = None
     inputs: dict | None = None
+    facts: dict | None = None  # sizes, FLOPs, constant outputs (reference_facts)
 
 
-def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **fields) -> Verdict:
+def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, facts: dict | None = None,
+                 **fields) -> Verdict:
     """The verdict of one sandboxed run. `fields` (diagnostics, kernel) fill what the
-    measurement left empty; `flags` are the static checker's, for a candidate's source."""
+    measurement left empty; `flags` are the static checker's, for a candidate's source;
+    `facts` what a run of the baseline alone said about the problem (sizes, FLOPs, constant
+    outputs: profiler.verdict_rules), which win over the candidate's process's own."""
     if outcome.status != "ok":
         status = "timeout" if outcome.status == "timeout" else "crash"
         verdict = Verdict.failed(status, f"{'timed out' if status == 'timeout' else 'crashed'}: {outcome.why()}",
@@ -73,7 +86,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, **f
         verdict.extra["stderr_tail"] = outcome.stderr_tail
     else:
         try:
-            verdict = from_measurement(outcome.result, outcome.seconds)
+            verdict = from_measurement(outcome.result, outcome.seconds, facts)
         except (Rejected, KeyError, TypeError, ValueError) as exc:
             verdict = Verdict.failed("crash", f"crashed: measurements rejected: {exc}", **fields)
         for key, value in fields.items():
@@ -103,7 +116,7 @@ def _flag(verdict: Verdict, *names: str) -> None:
         verdict.message += f"; flagged: {', '.join(new)}"
 
 
-def from_measurement(m: dict, wall_s: float) -> Verdict:
+def from_measurement(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
     outcome = m["outcome"]
     if outcome == "fault":
         return _fault(m)
@@ -122,7 +135,7 @@ def from_measurement(m: dict, wall_s: float) -> Verdict:
     if outcome == "wrong":
         return _wrong(m, wall_s)
     if outcome == "measured":
-        return _measured(m, wall_s)
+        return _measured(m, wall_s, facts)
     raise Rejected(f"unknown outcome {outcome!r}")
 
 
@@ -190,8 +203,8 @@ def _wrong(m: dict, wall_s: float) -> Verdict:
                           extra=extra, **_common(m))
 
 
-def _measured(m: dict, wall_s: float) -> Verdict:
-    from profiler.measure.stats import CI_METHOD, speedup_interval, summarize
+def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
+    from profiler.measure.stats import CI_METHOD, summarize
 
     base, cand = _timing(m, wall_s)
     extra = dict(m.get("extra", {}))
@@ -224,47 +237,54 @@ def _measured(m: dict, wall_s: float) -> Verdict:
             message = (f"{time_ms:.4f} ms median (IQR {extra['timing']['iqr_ms']:.4f} ms), {roof}; outputs fully "
                        f"written and repeatable on {checked} input sets (nothing to compare with)")
         return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
-    if kernelbench:
-        escaped = _escaped(m, extra)
-        if escaped is not None:
-            return escaped
-    speedup = speedup_interval(base, cand)
+    flags: list[str] = []
+    charged = rules.escaped_work(m.get("escape"), cand, extra)
+    if charged is not None:  # work outside the launching stream's timed region, charged to the candidate
+        cand = charged
+        time_ms = summarize(cand).median_ms
+        flags.append("escaped_timer")
+    if rules.busy_threads(m.get("escape"), float(m["timing"].get("seconds", 0.0)), extra):
+        flags.append("host_threads")
+    speedup = rules.reproducible_interval(base, cand)
+    extra["speedup_interval_within_run"] = [speedup.within_low, speedup.within_high]
     against = " vs eager PyTorch Model" if kernelbench else ""
-    if speedup.faster:
-        head = f"{speedup.ratio:.2f}x faster ({speedup.low:.2f}-{speedup.high:.2f})"
+    interval = f"{speedup.low:.2f}-{speedup.high:.2f}"
+    numbers = dict(speedup=speedup.ratio, speedup_ci=(speedup.low, speedup.high), time_ms=time_ms,
+                   baseline_ms=base_ms)
+    facts = {**(m.get("sizes") or {}), **{k: v for k, v in (facts or {}).items() if v is not None}}
+    status, head, correct = None, "", True
+    broken = rules.physical_bound(facts, peak, time_ms)
+    if broken is not None:
+        extra["untrusted"] = {**numbers, "speedup_ci": [speedup.low, speedup.high]}
+        verdict = Verdict("impossible", True, True, None, None, None, None, [],
+                          f"impossible: {broken}; nothing proven (measured {time_ms:.4f} ms against {base_ms:.4f} "
+                          f"ms{against})", inputs_checked=checked, extra=extra, **common)
+        if flags:
+            _flag(verdict, *flags)
+        return verdict
+    constant = facts.get("constant_outputs", m.get("constant_outputs"))
+    unstable = rules.instability(base, cand)
+    if constant:
+        status, correct = "unproven", None
+        head = (f"unproven: the baseline's outputs are the same on every input set, so matching them shows nothing; "
+                f"{speedup.ratio:.2f}x ({interval})")
+    elif unstable is not None:
+        status = "unstable"
+        head = f"unstable: {unstable}; {speedup.ratio:.2f}x ({interval}) is not a reproducible number"
+    elif kernelbench and speedup.ratio > SUSPICIOUS_SPEEDUP:
+        status = "suspicious"
+        head = (f"suspicious: {speedup.ratio:.2f}x ({interval}) is over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch, "
+                f"more often a cheat than a kernel: check")
+    elif speedup.faster:
+        status, head = "faster", f"{speedup.ratio:.2f}x faster ({interval})"
     else:
-        head = f"not faster: {speedup.ratio:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}, 95%)"
-    verdict = Verdict("faster" if speedup.faster else "not_faster", True, True, speedup.ratio,
-                      (speedup.low, speedup.high), time_ms, base_ms, [],
-                      f"{head}{against}, correct on {checked} input sets; {roof}", extra=extra, **sizes, **common)
-    if kernelbench and speedup.ratio > SUSPICIOUS_SPEEDUP:
-        verdict.message += f"; suspiciously fast (over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch): check"
-        _flag(verdict, "suspiciously_fast")
+        status, head = "not_faster", f"not faster: {speedup.ratio:.2f}x ({interval}, 95%)"
+    verdict = Verdict(status, True, correct, speedup.ratio, (speedup.low, speedup.high), time_ms, base_ms, [],
+                      f"{head}{against}, {'compared' if correct is None else 'correct'} on {checked} input sets; "
+                      f"{roof}", extra=extra, **sizes, **common)
+    if flags:
+        _flag(verdict, *flags)
     return verdict
-
-
-def _escaped(m: dict, extra: dict) -> Verdict | None:
-    """The not-faster verdict of work that escaped the CUDA events, or None."""
-    from profiler.measure.timing import EscapeCheck, escaped_timer
-
-    raw = m["escape"]
-    checks = {side: EscapeCheck(float(raw[side]["event_ms"]), float(raw[side]["wall_ms"]))
-              for side in ("baseline", "candidate")}
-    if not all(math.isfinite(v) and v >= 0 for c in checks.values() for v in (c.event_ms, c.wall_ms)):
-        raise Rejected("escape-check numbers that are not times")
-    base_escape, cand_escape = checks["baseline"], checks["candidate"]
-    extra["escape_check"] = {side: vars(c) for side, c in checks.items()}
-    extra["escaped_timer"] = escaped_timer(base_escape, cand_escape)
-    if not extra["escaped_timer"]:
-        return None
-    if cand_escape.wall_ms <= 0:
-        raise Rejected("a wall-clock time of zero")
-    wall = base_escape.wall_ms / cand_escape.wall_ms
-    checked = int(m["inputs_checked"])
-    return Verdict("not_faster", True, True, wall, None, cand_escape.wall_ms, base_escape.wall_ms, [],
-                   f"work escaped the CUDA events (another stream?): the events saw {cand_escape.event_ms:.4f} ms, "
-                   f"the device was busy {cand_escape.wall_ms:.4f} ms; by wall clock {wall:.2f}x vs eager PyTorch "
-                   f"Model, correct on {checked} input sets", inputs_checked=checked, extra=extra, **_common(m))
 
 
 def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
@@ -274,8 +294,15 @@ def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
     if reference_ms is None or verdict.baseline_ms is None or verdict.speedup_ci is None:
         return verdict
     ratio = verdict.baseline_ms / reference_ms
+    verdict.extra["reference_ms"] = reference_ms
+    if 1 / REFERENCE_AGREEMENT <= ratio <= REFERENCE_AGREEMENT:
+        return verdict
     if 1 / REFERENCE_TOLERANCE <= ratio <= REFERENCE_TOLERANCE:
-        verdict.extra["reference_ms"] = reference_ms
+        if verdict.status in ("faster", "not_faster", "suspicious"):
+            verdict.status = "unstable"
+            verdict.message = (f"unstable: the baseline timed beside the candidate ({verdict.baseline_ms:.4f} ms) is "
+                               f"{ratio:.2f}x the baseline timed alone ({reference_ms:.4f} ms); "
+                               f"{verdict.speedup:.2f}x is not a reproducible number")
         return verdict
     return _overruled(verdict, "crash", f"crashed: measurements rejected: the baseline timed beside the "
                                         f"candidate ({verdict.baseline_ms:.4f} ms) is not the baseline timed "
@@ -309,6 +336,24 @@ def reference_ms(outcome: SandboxOutcome) -> float | None:
         return None
     verdict = from_outcome(outcome)
     return verdict.time_ms if verdict.status == "not_faster" and verdict.baseline_ms is None else None
+
+
+FACT_KEYS = ("input_bytes", "output_bytes", "l2_bytes", "flops", "sms", "capability")
+
+
+def reference_facts(outcome: SandboxOutcome) -> dict | None:
+    """What a run of the baseline alone (no candidate code) says about the problem: the bytes
+    its inputs and outputs take, Model's FLOPs, the GPU's SMs and L2, and (from a checking run)
+    whether Model's outputs were the same on every input set."""
+    if outcome.status != "ok" or outcome.result.get("outcome") not in ("measured", "torch_compile"):
+        return None
+    sizes = outcome.result.get("sizes")
+    if not isinstance(sizes, dict):
+        return None
+    facts = {k: sizes[k] for k in FACT_KEYS if isinstance(sizes.get(k), (int, float, str))}
+    if isinstance(outcome.result.get("constant_outputs"), bool):
+        facts["constant_outputs"] = outcome.result["constant_outputs"]
+    return facts
 
 
 def reference_samples(outcome: SandboxOutcome) -> list[dict] | None:

@@ -1,13 +1,31 @@
-"""Time kernels the way triton.testing.do_bench does, for a baseline and a candidate at once.
+"""Time kernels the way triton.testing.do_bench does, for a baseline and a candidate at once,
+with every run on inputs it has not seen and all of the process's GPU work inside it.
 
-Each run: flush L2 by writing a 256 MB buffer, record a CUDA event on the launch stream,
-launch, record another. Baseline and candidate runs are interleaved (alternating which goes
-first) so that clock and temperature drift hit both alike; the number of runs adapts until
-the speedup's interval is narrow or the time budget is spent. Events are read after one
-device-wide synchronize.
+A pair of runs, baseline and candidate in alternating order (so that clock and temperature
+drift hit both alike), goes like this:
 
-A second, short measurement catches work that escapes the events (launched on another
-stream): per run, wall-clock time from launch to a device synchronize against event time.
+    fresh(i)                 new input values for pair i, written into both sides' own buffers
+    for each side:
+      synchronize()          the whole device idle: nothing of an earlier run, on any stream,
+                             overlaps this one
+      pre, flush L2, start   the 256 MB flush evicts the inputs from L2; while the GPU runs it,
+                             the host is already launching the side's work behind `start`
+      fn()                   the side's work
+      end                    where the launching stream's work ends
+      synchronize(), idle    the device idle again: every stream and every launch any thread
+                             made so far has finished; `idle` is recorded after it
+
+The time of a run is `end - start` (the launching stream's GPU time). Two more numbers per run
+catch work that other streams or threads do, and are the same measurement on both sides:
+`idle - end` (the tail: the host's wake-up from the synchronize, plus work still running
+elsewhere after the launching stream finished) and `start - pre` (the flush: work another
+stream runs while the flush does, before `start`, slows the flush). The cost of the waits
+is equal on both sides because both sides run the same sequence, and the verdict compares
+the candidate's tails and flushes with the baseline's (profiler.verdict), never with a
+constant. CPU time that threads other than this one spend while the runs go on is counted
+too. The inputs of a pair are fresh, so a result kept from an earlier call is stale: the
+outputs of randomly chosen pairs are checked (`check`), which a cache keyed on pointers,
+shapes or sampled values fails, or, when it misses, its speedup vanishes.
 
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
 PyTorch modules (KernelBench); profiler.run.device builds them.
@@ -15,6 +33,8 @@ PyTorch modules (KernelBench); profiler.run.device builds them.
 
 from __future__ import annotations
 
+import random
+import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,8 +46,10 @@ WARMUP_RUNS = 3
 MIN_RUNS = 20
 MAX_RUNS = 5000
 TARGET_REL_HALF_WIDTH = 0.01  # stop adding runs once the interval is within +-1% of the ratio
-ESCAPE_RUNS = 10
 EVENT_RESOLUTION_MS = 0.0005
+# Share of the timed pairs whose outputs are checked (at least CHECKED_FIRST in the first batch).
+CHECKED_SHARE = 0.03
+CHECKED_FIRST = 2
 
 
 @dataclass
@@ -40,6 +62,32 @@ class DeviceOps:
     flush_l2: Callable[[], None]
 
 
+class TimedRunWrong(Exception):
+    """A checked timed pair whose candidate output is not the baseline's (`pair`: its index)."""
+
+    def __init__(self, pair: int, problem: str):
+        super().__init__(f"timed run {pair + 1}: {problem}")
+        self.pair, self.problem = pair, problem
+
+
+@dataclass
+class Runs:
+    """One side's runs in the order they ran: event times (ms) of the launching stream, and
+    per run the flush and the tail (module docstring)."""
+
+    event_ms: list[float] = field(default_factory=list)
+    flush_ms: list[float] = field(default_factory=list)
+    tail_ms: list[float] = field(default_factory=list)
+
+    def extend(self, other: "Runs") -> None:
+        self.event_ms += other.event_ms
+        self.flush_ms += other.flush_ms
+        self.tail_ms += other.tail_ms
+
+    def to_json(self) -> dict:
+        return {"flush_ms": self.flush_ms, "tail_ms": self.tail_ms}
+
+
 @dataclass
 class PairTiming:
     baseline: TimeSummary
@@ -48,33 +96,110 @@ class PairTiming:
     baseline_runs: list[float] = field(repr=False)
     candidate_runs: list[float] = field(repr=False)
     seconds: float = 0.0
+    baseline_detail: Runs = field(default_factory=Runs, repr=False)
+    candidate_detail: Runs = field(default_factory=Runs, repr=False)
+    checked_pairs: int = 0
+    other_threads_cpu_s: float = 0.0
 
     def to_json(self) -> dict:
         return {"baseline": self.baseline.to_json(), "candidate": self.candidate.to_json(),
                 "runs": len(self.baseline_runs), "seconds": self.seconds}
 
+    def escape_json(self) -> dict:
+        """The numbers profiler.verdict reads for work outside the timed stream."""
+        return {"baseline": self.baseline_detail.to_json(), "candidate": self.candidate_detail.to_json(),
+                "other_threads_cpu_s": self.other_threads_cpu_s, "checked_pairs": self.checked_pairs}
+
 
 def _interleaved(count: int, runs: int):
-    """The fn indices of `runs` runs of `count` fns, their order alternating every run, so
-    that neither side always runs first (or always in a slower moment)."""
+    """(run index, fn index) of `runs` runs of `count` fns, their order alternating every run,
+    so that neither side always runs first (or always in a slower moment)."""
     for r in range(runs):
-        yield from (range(count) if r % 2 == 0 else reversed(range(count)))
+        for i in (range(count) if r % 2 == 0 else reversed(range(count))):
+            yield r, i
 
 
-def _timed_runs(fns: list[Callable[[], Any]], runs: int, ops: DeviceOps) -> list[list[float]]:
-    """`runs` event timings of each fn, interleaved; fn order alternates every run."""
-    events: list[list[tuple[Any, Any]]] = [[] for _ in fns]
-    for i in _interleaved(len(fns), runs):
-        ops.flush_l2()
-        start, end = ops.new_event(), ops.new_event()
-        start.record()
-        fns[i]()
-        end.record()
-        events[i].append((start, end))
-    ops.synchronize()
-    # Events resolve about half a microsecond; two that read the same instant still bound a
-    # positive time, and ratios of times need it.
-    return [[max(ops.elapsed_ms(s, e), EVENT_RESOLUTION_MS) for s, e in pairs] for pairs in events]
+def _cpu_s() -> tuple[float, float]:
+    """(CPU seconds of this whole process, of this thread)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, time.thread_time()
+
+
+class _Loop:
+    """The runs of one timing: fns[i]() is side i; fresh(pair) writes the pair's inputs;
+    keep(i, output) snapshots side i's output of a checked pair and check(kept) compares
+    them (None: they agree)."""
+
+    def __init__(self, fns: list[Callable[[], Any]], ops: DeviceOps, fresh: Callable[[int], None] | None,
+                 keep: Callable[[int, Any], Any] | None, check: Callable[[list], str | None] | None):
+        self.fns, self.ops, self.fresh, self.keep, self.check = fns, ops, fresh, keep, check
+        self.pairs = 0  # pairs run so far
+        self.checked = 0
+        self.other_cpu_s = 0.0
+        self._random = random.SystemRandom()
+
+    def warm_up(self) -> None:
+        if self.fresh is not None:
+            self.fresh(-1)
+        for _ in range(WARMUP_RUNS):
+            for fn in self.fns:
+                fn()
+        self.ops.synchronize()
+
+    def _chosen(self, count: int) -> set[int]:
+        """The pairs of the next `count` whose outputs are checked: drawn at random, so that
+        no call can tell whether it is checked."""
+        if self.check is None:
+            return set()
+        wanted = max(1, round(count * CHECKED_SHARE), CHECKED_FIRST if self.pairs == 0 else 0)
+        return set(self._random.sample(range(self.pairs, self.pairs + count), min(count, wanted)))
+
+    def run(self, count: int) -> list[Runs]:
+        ops = self.ops
+        chosen = self._chosen(count)
+        events: list[list[tuple]] = [[] for _ in self.fns]
+        kept: list = [None] * len(self.fns)
+        cpu_before, thread_before = _cpu_s()
+        for r, i in _interleaved(len(self.fns), count):
+            pair = self.pairs + r
+            first_of_pair = (r % 2 == 0 and i == 0) or (r % 2 == 1 and i == len(self.fns) - 1)
+            if first_of_pair and self.fresh is not None:
+                ops.synchronize()
+                self.fresh(pair)
+            ops.synchronize()
+            pre, start, end, idle = (ops.new_event() for _ in range(4))
+            pre.record()
+            ops.flush_l2()
+            start.record()
+            output = self.fns[i]()
+            end.record()
+            ops.synchronize()
+            idle.record()
+            events[i].append((pre, start, end, idle))
+            if pair in chosen:
+                kept[i] = self.keep(i, output) if self.keep is not None else output
+                if all(k is not None for k in kept):
+                    problem = self.check(kept)
+                    kept = [None] * len(self.fns)
+                    self.checked += 1
+                    if problem is not None:
+                        raise TimedRunWrong(pair, problem)
+            del output
+        ops.synchronize()
+        cpu_after, thread_after = _cpu_s()
+        self.other_cpu_s += max(0.0, (cpu_after - cpu_before) - (thread_after - thread_before))
+        self.pairs += count
+        out = []
+        for side in events:
+            runs = Runs()
+            for pre, start, end, idle in side:
+                # Events resolve about half a microsecond; two that read the same instant still
+                # bound a positive time, and ratios of times need it.
+                runs.event_ms.append(max(ops.elapsed_ms(start, end), EVENT_RESOLUTION_MS))
+                runs.flush_ms.append(ops.elapsed_ms(pre, start))
+                runs.tail_ms.append(ops.elapsed_ms(end, idle))
+            out.append(runs)
+        return out
 
 
 def time_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> TimeSummary:
@@ -82,78 +207,48 @@ def time_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) ->
     return summarize(sample_one(fn, ops, budget_s=budget_s))
 
 
-def sample_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> list[float]:
-    """The event timings (ms) of one kernel alone, as many runs as budget_s allows."""
-    for _ in range(WARMUP_RUNS):
-        fn()
-    (estimate,) = _timed_runs([fn], 5, ops)
-    per_run_s = max(summarize(estimate).median_ms, 1e-3) / 1000
-    runs = int(min(MAX_RUNS, max(MIN_RUNS, budget_s / per_run_s)))
-    (samples,) = _timed_runs([fn], runs, ops)
-    return samples
+def sample_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0,
+               fresh: Callable[[int], None] | None = None, runs: int | None = None) -> list[float]:
+    """The event timings (ms) of one kernel alone, as many runs as budget_s allows (or
+    `runs`), each as a side of time_pair runs (fresh inputs, the device idle around it)."""
+    loop = _Loop([fn], ops, fresh, None, None)
+    loop.warm_up()
+    if runs is None:
+        (estimate,) = loop.run(5)
+        per_run_s = max(summarize(estimate.event_ms).median_ms + summarize(estimate.flush_ms).median_ms,
+                        1e-3) / 1000
+        runs = int(min(MAX_RUNS, max(MIN_RUNS, budget_s / per_run_s)))
+    (samples,) = loop.run(runs)
+    return samples.event_ms
 
 
 def time_pair(baseline: Callable[[], Any], candidate: Callable[[], Any], ops: DeviceOps, *,
-              budget_s: float = 2.0) -> PairTiming:
-    """Interleaved timing of baseline and candidate, adding runs until the speedup's 95%
-    interval is within TARGET_REL_HALF_WIDTH or budget_s is spent."""
+              budget_s: float = 2.0, fresh: Callable[[int], None] | None = None,
+              keep: Callable[[int, Any], Any] | None = None, check: Callable[[list], str | None] | None = None,
+              runs: int | None = None) -> PairTiming:
+    """Interleaved timing of baseline and candidate (module docstring), adding runs until the
+    speedup's 95% interval is within TARGET_REL_HALF_WIDTH or budget_s is spent; exactly
+    `runs` pairs when given. fresh(pair) writes pair `pair`'s inputs (pair -1: the warm-up's);
+    keep(side, output) snapshots an output of a checked pair (side 0: baseline) and check([base,
+    cand]) says how they differ (None: they agree). TimedRunWrong when a check fails."""
     started = time.perf_counter()
-    for _ in range(WARMUP_RUNS):
-        baseline()
-        candidate()
-    ops.synchronize()
-    base_runs, cand_runs = _timed_runs([baseline, candidate], MIN_RUNS, ops)
-    while True:
-        speedup = speedup_interval(base_runs, cand_runs)
+    loop = _Loop([baseline, candidate], ops, fresh, keep, check)
+    loop.warm_up()
+    base, cand = loop.run(runs or MIN_RUNS)
+    while runs is None:
+        speedup = speedup_interval(base.event_ms, cand.event_ms)
         half_width = (speedup.high - speedup.low) / 2 / speedup.ratio
         spent = time.perf_counter() - started
-        if half_width <= TARGET_REL_HALF_WIDTH or len(base_runs) >= MAX_RUNS or spent >= budget_s:
+        if half_width <= TARGET_REL_HALF_WIDTH or len(base.event_ms) >= MAX_RUNS or spent >= budget_s:
             break
         # Double the runs, but only as many as the rest of the budget allows.
-        per_run_s = spent / len(base_runs)
-        more = int(min(len(base_runs), MAX_RUNS - len(base_runs), (budget_s - spent) / per_run_s))
+        per_run_s = spent / len(base.event_ms)
+        more = int(min(len(base.event_ms), MAX_RUNS - len(base.event_ms), (budget_s - spent) / per_run_s))
         if more < 2:
             break
-        extra_base, extra_cand = _timed_runs([baseline, candidate], more, ops)
-        base_runs += extra_base
-        cand_runs += extra_cand
-    return PairTiming(summarize(base_runs), summarize(cand_runs), speedup, base_runs, cand_runs,
-                      time.perf_counter() - started)
-
-
-@dataclass(frozen=True)
-class EscapeCheck:
-    """Event time against wall time (launch to device synchronize) for one function."""
-
-    event_ms: float
-    wall_ms: float
-
-    @property
-    def gap_ms(self) -> float:
-        return self.wall_ms - self.event_ms
-
-
-def escape_checks(fns: list[Callable[[], Any]], ops: DeviceOps, runs: int = ESCAPE_RUNS) -> list[EscapeCheck]:
-    """Each fn's median event and wall time, the fns interleaved (order alternating every run)
-    as in _timed_runs: other work on the GPU or the CPU (another process's kernels, a build)
-    stretches the wall times of both alike instead of whichever ran while it lasted."""
-    events: list[list[float]] = [[] for _ in fns]
-    walls: list[list[float]] = [[] for _ in fns]
-    for i in _interleaved(len(fns), runs):
-        ops.synchronize()
-        start, end = ops.new_event(), ops.new_event()
-        t0 = time.perf_counter()
-        start.record()
-        fns[i]()
-        end.record()
-        ops.synchronize()
-        walls[i].append((time.perf_counter() - t0) * 1000)
-        events[i].append(ops.elapsed_ms(start, end))
-    return [EscapeCheck(summarize(e).median_ms, summarize(w).median_ms) for e, w in zip(events, walls)]
-
-
-def escaped_timer(baseline: EscapeCheck, candidate: EscapeCheck) -> bool:
-    """True when the candidate's wall time exceeds its event time by much more than the
-    baseline's does: work the events did not see (another stream, a host thread)."""
-    extra = candidate.gap_ms - baseline.gap_ms
-    return extra > max(0.05, 0.5 * candidate.event_ms)
+        extra_base, extra_cand = loop.run(more)
+        base.extend(extra_base)
+        cand.extend(extra_cand)
+    return PairTiming(summarize(base.event_ms), summarize(cand.event_ms),
+                      speedup_interval(base.event_ms, cand.event_ms), base.event_ms, cand.event_ms,
+                      time.perf_counter() - started, base, cand, loop.checked, loop.other_cpu_s)

@@ -28,18 +28,31 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "bfloat16": (2e-2, 2e-2),
 }
 
-# Bytes written over every output before each run. 0xFF makes every float format NaN; 0xA5
-# makes integers odd large values (0xFF would be -1, a common real result).
-FLOAT_POISON_BYTE = 0xFF
-INT_POISON_BYTE = 0xA5
+# Bytes written over every output before each run, one pattern per run of an input set: an
+# element the candidate does not write then reads as the first pattern in one run and as the
+# second in the other, and no expected value equals both. For floats, 0xFF is NaN in every
+# format and 0x5A a finite sentinel (1.5e16 in float32 and bfloat16, 203.25 in float16); for
+# integers, odd large values (0xFF would be -1, a common real result); for bool, true and false.
+FLOAT_POISON_BYTES = (0xFF, 0x5A)
+INT_POISON_BYTES = (0xA5, 0x5A)
+BOOL_POISON_BYTES = (0xFF, 0x00)
+FLOAT_POISON_BYTE, INT_POISON_BYTE = FLOAT_POISON_BYTES[0], INT_POISON_BYTES[0]
 
 
 def is_float(dtype_name: str) -> bool:
     return dtype_name in TOLERANCES
 
 
-def poison_byte(dtype_name: str) -> int:
-    return FLOAT_POISON_BYTE if is_float(dtype_name) else INT_POISON_BYTE
+def poison_bytes(dtype_name: str) -> tuple[int, int]:
+    """The two poison patterns of a dtype (module comment above)."""
+    if is_float(dtype_name):
+        return FLOAT_POISON_BYTES
+    return BOOL_POISON_BYTES if dtype_name == "bool" else INT_POISON_BYTES
+
+
+def poison_byte(dtype_name: str, run: int = 0) -> int:
+    """The poison pattern of run `run` (0 or 1) of an input set."""
+    return poison_bytes(dtype_name)[run % 2]
 
 
 def _int_poison(dtype) -> int:
@@ -174,9 +187,20 @@ def _off_tolerance(base, cand, rtol: float, atol: float, scale: float, xp):
         return xp.where(finite, ~(xp.abs(cand - base) <= limit), ~same_special), limit
 
 
-def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
+def tolerance(dtype_name: str, protocol: tuple[float, float] | None = None) -> tuple[float, float, bool]:
+    """(rtol, atol, whether atol is absolute) for a dtype: its own (atol scaled by the output's
+    root mean square), or a protocol's (rtol, atol) as torch.allclose takes them."""
+    if protocol is not None and is_float(dtype_name):
+        return float(protocol[0]), float(protocol[1]), True
+    rtol, atol = TOLERANCES.get(dtype_name, (0.0, 0.0))
+    return rtol, atol, False
+
+
+def compare(name: str, baseline, candidate, dtype_name: str,
+            protocol: tuple[float, float] | None = None) -> Mismatch | None:
     """None when `candidate` matches `baseline` for output `name`, else why not. Two passes
-    over the outputs, a chunk at a time (CHUNK)."""
+    over the outputs, a chunk at a time (CHUNK). `protocol`: (rtol, atol) replacing the
+    dtype's tolerance (profiler.protocol)."""
     if tuple(baseline.shape) != tuple(candidate.shape):
         return Mismatch("shape", f"{name}: shape {tuple(candidate.shape)}, expected {tuple(baseline.shape)}")
     xp = _array_module(baseline)
@@ -213,8 +237,8 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
 
     # Pass 2: the values.
     bad, worst = _Found(), 0.0
-    rtol, atol = TOLERANCES.get(dtype_name, (0.0, 0.0))
-    scale = rms.value() or 1.0
+    rtol, atol, absolute = tolerance(dtype_name, protocol)
+    scale = 1.0 if absolute else rms.value() or 1.0
     for start, stop in _chunks(size):
         base, cand = pair(start, stop)
         if not floating:
@@ -233,7 +257,7 @@ def compare(name: str, baseline, candidate, dtype_name: str) -> Mismatch | None:
                                   f"(index {first}: {cand_all[first].item()!r}, expected {base_all[first].item()!r})")
     want, got = pair(first, first + 1)
     return Mismatch("values", f"{name}: {bad.count} of {size} elements off by more than "
-                              f"rtol={rtol:g}, atol={atol:g}*rms (index {first}: {float(got[0]):.6g}, "
+                              f"rtol={rtol:g}, atol={atol:g}{'' if absolute else '*rms'} (index {first}: {float(got[0]):.6g}, "
                               f"expected {float(want[0]):.6g}; worst {worst:.3g}x the tolerance)")
 
 
@@ -249,7 +273,26 @@ def _positions(size: int, positions_seed: list[int]) -> np.ndarray:
     return np.concatenate(([0], np.sort(drawn), [size - 1]))
 
 
-def output_sample(array, dtype_name: str, positions_seed: list[int]) -> dict:
+def fingerprint(array) -> tuple[int, float, float]:
+    """(size, sum, sum of squares) of an output in float64, a chunk at a time: equal for two
+    outputs only when they are (all but certainly) the same tensor. NaN reads as NaN, and two
+    NaN fingerprints are equal (same_fingerprints)."""
+    xp = _array_module(array)
+    flat = array.reshape(-1)
+    total = squares = 0.0
+    for start, stop in _chunks(_size(flat)):
+        part = _astype(flat[start:stop], xp.float64)
+        total += float(xp.sum(part))
+        squares += float(xp.sum(part * part))
+    return _size(flat), total, squares
+
+
+def same_fingerprints(a: tuple, b: tuple) -> bool:
+    return all(x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+
+
+def output_sample(array, dtype_name: str, positions_seed: list[int],
+                  protocol: tuple[float, float] | None = None) -> dict:
     """What two processes can compare of one output without moving it whole: its shape and
     dtype; for float outputs the root mean square of the whole output (finite elements) and
     the scale of its tolerance; its values at OUTPUT_SAMPLES positions drawn from
@@ -265,7 +308,9 @@ def output_sample(array, dtype_name: str, positions_seed: list[int]) -> dict:
         for start, stop in _chunks(size):
             rms.add(_astype(flat[start:stop], _work_dtype(dtype_name, xp)), xp)
         sample["rms"] = rms.value()
-        sample["scale"] = sample["rms"] or 1.0
+        rtol, atol, absolute = tolerance(dtype_name, protocol)
+        sample["tolerance"] = [rtol, atol]
+        sample["scale"] = 1.0 if absolute else sample["rms"] or 1.0
         sample["values"] = [float(v) for v in _astype(values, xp.float64).tolist()]
     else:
         sample["values"] = [int(v) for v in values.tolist()]
@@ -292,7 +337,8 @@ def compare_samples(name: str, reference: dict, candidate: dict) -> Mismatch | N
             return Mismatch("values", f"{name}: {len(bad)} of {len(want)} sampled elements differ "
                                       f"({got[bad[0]]!r}, expected {want[bad[0]]!r})")
         return None
-    rtol, atol = TOLERANCES[dtype]
+    # The reference's own tolerance (the protocol its run was made under), else the dtype's.
+    rtol, atol = (float(t) for t in reference.get("tolerance") or TOLERANCES[dtype])
     base, cand = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
     scale = float(reference["scale"])
     bad, _ = _off_tolerance(base, cand, rtol, atol, scale, np)

@@ -32,8 +32,8 @@ from profiler.dtypes import itemsize, storage_dtype
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.measure.timing import sample_one, time_pair
-from profiler.measure.verify import compare, is_float, poison_byte
+from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
+from profiler.measure.verify import compare, fingerprint, is_float, poison_byte, same_fingerprints
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 
@@ -196,8 +196,9 @@ class Side:
             self.built.function.max_dynamic_shared_size_bytes = self.shared
         self.args = tuple(self.buffers[p["name"]] if p["pointer"] else _scalar(p) for p in self.params)
 
-    def load(self, inputs: dict[str, Any]) -> None:
-        """Inputs and inouts copied from `inputs` (make_inputs); outputs poisoned."""
+    def load(self, inputs: dict[str, Any], run: int = 0) -> None:
+        """Inputs and inouts copied from `inputs` (make_inputs); outputs poisoned with the
+        pattern of `run` (profiler.measure.verify.poison_bytes)."""
         import cupy
 
         for p in self.params:
@@ -210,7 +211,7 @@ class Side:
                 else:
                     buffer.data.copy_from_device(values.data, values.nbytes)
             elif p["role"] == "output":
-                self.buffers[p["name"]].view(cupy.uint8).fill(poison_byte(p["dtype"]))
+                self.buffers[p["name"]].view(cupy.uint8).fill(poison_byte(p["dtype"], run))
 
     def launch(self) -> None:
         self.built.function(self.grid, self.block, self.args, shared_mem=self.shared)
@@ -312,11 +313,11 @@ def _differs(a, b) -> bool:
     return bool(int(flag.get()[0]))
 
 
-def _run(side: Side, inputs: dict[str, Any], phase: str) -> dict[str, Any]:
+def _run(side: Side, inputs: dict[str, Any], phase: str, run: int = 0) -> dict[str, Any]:
     import cupy
 
     Phase.set(phase)
-    side.load(inputs)
+    side.load(inputs, run)
     side.launch()
     # A device-wide synchronize: work the kernel left anywhere must finish before reading.
     cupy.cuda.runtime.deviceSynchronize()
@@ -352,17 +353,31 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what: str,
-               on_device: bool = True) -> str | None:
+               on_device: bool = True, fingerprints: list | None = None) -> str | None:
+    """`other` against `reference` on input set `seed`: `other` runs twice, its outputs poisoned
+    with each of the two patterns, so that an element it does not write is wrong in one of
+    them. `fingerprints` collects those of the reference's outputs (constant outputs)."""
     # Each side copies its outputs into host arrays of its own, overwritten at its next run:
     # one side on both ends would compare a run with itself.
     assert reference is not other, "a check compares two sides"
     inputs = make_inputs(params, seed, on_device)
     expected = _run(reference, inputs, "baseline run")
-    got = _run(other, inputs, f"{what} run")
-    problem = _mismatch(params, expected, got)
-    if problem is None and (changed := other.modified_input(inputs)) is not None:
-        problem = f"{changed}: the kernel wrote into this const input"
-    return problem
+    if fingerprints is not None:
+        fingerprints.append([fingerprint(expected[name]) for name in sorted(expected)])
+    for run in (0, 1):
+        got = _run(other, inputs, f"{what} run", run)
+        problem = _mismatch(params, expected, got)
+        if problem is None and (changed := other.modified_input(inputs)) is not None:
+            problem = f"{changed}: the kernel wrote into this const input"
+        if problem is not None:
+            return problem
+    return None
+
+
+def constant_outputs(fingerprints: list) -> bool:
+    """Whether the reference's outputs were the same on every input set checked (at least two)."""
+    return len(fingerprints) >= 2 and all(
+        all(same_fingerprints(a, b) for a, b in zip(prints, fingerprints[0])) for prints in fingerprints)
 
 
 # ------------------------------------------------------------------ the measurement
@@ -370,6 +385,23 @@ def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what
 def _bytes_moved(params: list[dict]) -> int:
     factor = {"input": 1, "output": 1, "inout": 2}
     return sum(factor[p["role"]] * p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"])
+
+
+def _sizes(params: list[dict]) -> dict:
+    """Bytes a kernel must read (inputs, inouts) and write (outputs, inouts), and the GPU's
+    facts profiler.verdict's physical bounds need."""
+    import cupy
+
+    def total(roles: tuple[str, ...]) -> int:
+        return sum(p["count"] * itemsize(p["dtype"]) for p in params if p["pointer"] and p["role"] in roles)
+
+    attribute = cupy.cuda.runtime.deviceGetAttribute
+    device = cupy.cuda.Device().id
+    capability = cupy.cuda.Device().compute_capability  # "90" for 9.0
+    return {"input_bytes": total(("input", "inout")), "output_bytes": total(("output", "inout")),
+            "sms": attribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device),
+            "l2_bytes": attribute(cupy.cuda.runtime.cudaDevAttrL2CacheSize, device),
+            "capability": f"{capability[:-1]}.{capability[-1]}"}
 
 
 # A run allocates its buffers before its turn only where AHEAD_ROOM times what it allocates
@@ -441,8 +473,9 @@ def run_cuda(request: dict) -> dict:
     seeds = request["seeds"]
     common = dict(kind="cuda", profiling=profiling, kernel=kernel, gpu=gpu_name, registers=cand_built.registers,
                   shared_bytes=(cand_built.static_shared_bytes or 0) + launch[2])
+    fingerprints: list = []
     for checked, seed in enumerate(seeds[:-1]):
-        problem = _check_set(baseline, cand, params, seed, what, on_device)
+        problem = _check_set(baseline, cand, params, seed, what, on_device, fingerprints)
         if problem is not None:
             return {"outcome": "wrong", "where": checked + 1, "problem": problem, "inputs_checked": checked,
                     "extra": {"seeds": seeds}, **common}
@@ -450,21 +483,38 @@ def run_cuda(request: dict) -> dict:
     ops = cupy_ops()
     budget = float(request["time_budget_s"])
     extra: dict = {"seeds": seeds, "compiler": cand_built.compiler, "baseline_registers": base_built.registers}
-    if profiling:
-        timing = {"candidate": sample_one(baseline.launch, ops, budget_s=budget)}
-    else:
-        pair = time_pair(baseline.launch, cand.launch, ops, budget_s=budget)
-        timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
+    import secrets
+
+    def fresh(pair: int) -> None:  # new values for every timed pair, from a seed no kernel can know
+        values = make_inputs(params, secrets.randbits(31), on_device)
+        baseline.load(values)
+        cand.load(values)
+
+    sides = (baseline, cand)
+    escape = None
+    try:
+        if profiling:
+            timing = {"candidate": sample_one(baseline.launch, ops, budget_s=budget, fresh=fresh)}
+        else:
+            pair = time_pair(baseline.launch, cand.launch, ops, budget_s=budget, fresh=fresh,
+                             keep=lambda side, _: sides[side].outputs(),
+                             check=lambda kept: _mismatch(params, kept[0], kept[1]))
+            timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
+            escape = pair.escape_json()
+    except TimedRunWrong as exc:
+        return {"outcome": "wrong", "where": f"timed run {exc.pair + 1}", "problem": exc.problem,
+                "inputs_checked": len(seeds) - 1, "extra": extra, **common}
     extra["clocks_mhz"] = gpu.clocks_mhz()
     # Checked again after the timing runs: right at first and wrong later is still wrong.
-    problem = _check_set(baseline, cand, params, seeds[-1], what, on_device)
+    problem = _check_set(baseline, cand, params, seeds[-1], what, on_device, fingerprints)
     if problem is not None:
         return {"outcome": "wrong", "where": "after timing", "problem": problem, "inputs_checked": len(seeds) - 1,
-                "timing": timing, "extra": extra, **common}
+                "timing": timing, "escape": escape, "extra": extra, **common}
     Phase.set("peak bandwidth")
     peak = cupy_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
-    return {"outcome": "measured", "inputs_checked": len(seeds), "timing": timing, "peak_gbs": peak,
-            "bytes_moved": _bytes_moved(params), "flops": request.get("flops"), "extra": extra, **common}
+    return {"outcome": "measured", "inputs_checked": len(seeds), "timing": timing, "escape": escape, "peak_gbs": peak,
+            "bytes_moved": _bytes_moved(params), "sizes": _sizes(params), "flops": request.get("flops"),
+            "constant_outputs": constant_outputs(fingerprints), "extra": extra, **common}
 
 
 # ------------------------------------------------------------------ warm-up

@@ -4,10 +4,16 @@ is loaded), with the same weights, on fresh inputs from `get_inputs()`.
 
 Inputs: every set uses a fresh seed; float inputs that get_inputs() makes non-negative
 (torch.rand) are also tried shifted to [-1, 1), unless the baseline stops being finite on
-them (some problems need positive inputs). Outputs: returned tensors, so "poisoning" means
-the allocator's free blocks of each output's size are filled with NaN bytes before every
-candidate run: an output the kernel leaves unwritten then reads as NaN, not as the
-baseline's last result.
+them (some problems need positive inputs). Every timed pair gets fresh inputs too, written
+into the same tensors (profiler.measure.timing), and randomly chosen timed pairs have their
+outputs checked. Outputs: returned tensors, which must be plain torch.Tensors (a subclass can
+compute its values when read, outside the timed region). "Poisoning" means the allocator's
+free blocks of each output's size, and the storage the candidate returned last, are filled
+with a byte pattern before every candidate run; each input set is run twice, with two patterns
+(profiler.measure.verify.poison_bytes), so an element the kernel leaves unwritten reads as
+one pattern or the other, never as the baseline's last result. Inputs are outputs too: the
+candidate must leave them as Model does. Model's outputs are fingerprinted on every set: when
+they are the same on every set, comparing proves nothing, and the measurement says so.
 
 The candidate's Python runs in this process from the moment its document loads: the phase
 pipe is closed first (profiler.sandbox.channel), and everything measured after that is
@@ -36,8 +42,8 @@ from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.measure.timing import escape_checks, sample_one, time_pair
-from profiler.measure.verify import compare, output_sample
+from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
+from profiler.measure.verify import compare, fingerprint, output_sample, poison_bytes, same_fingerprints
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -249,14 +255,42 @@ def _comparable(t) -> tuple[Any, str]:
     return t.detach(), str(t.dtype).removeprefix("torch.")
 
 
-def _poison_allocator(like: list) -> None:
-    """Leave NaN-byte blocks of each output's size in the caching allocator's free list."""
+def _poison_allocator(like: list, run: int) -> None:
+    """Leave blocks of each output's size filled with the output dtype's poison pattern of
+    `run` in the caching allocator's free list."""
     import torch
 
-    blocks = [torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device).fill_(0xFF)
-              for t in like]
+    blocks = [torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device).fill_(
+        poison_bytes(_comparable(t)[1])[run % 2]) for t in like]
     torch.cuda.synchronize()
     del blocks
+
+
+def _poison_storage(outputs: list, run: int) -> None:
+    """Fill the storage of tensors a candidate returned with the poison pattern of `run`: a
+    candidate that returns the same buffer every call finds it poisoned at its next call."""
+    import torch
+
+    for t in outputs:
+        try:
+            if type(t) is torch.Tensor and t.is_cuda:
+                storage = t.untyped_storage()
+                torch.tensor([], dtype=torch.uint8, device=t.device).set_(storage).fill_(
+                    poison_bytes(_comparable(t)[1])[run % 2])
+        except RuntimeError:  # a storage that cannot be viewed as bytes: the allocator's poison stays
+            pass
+    torch.cuda.synchronize()
+
+
+def subclass_problem(outputs: list) -> str | None:
+    """Why outputs that are not plain tensors cannot be judged, or None."""
+    import torch
+
+    for i, t in enumerate(outputs):
+        if type(t) is not torch.Tensor:
+            return (f"output {i} is a {type(t).__module__}.{type(t).__qualname__}, not a plain torch.Tensor: its "
+                    "values could be computed when read, outside the timed region")
+    return None
 
 
 def _strict_fp32() -> None:
@@ -269,15 +303,16 @@ def _strict_fp32() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def _mismatch(expected: list, got: list[tuple[Any, str]]) -> str | None:
+def _mismatch(expected: list, got: list[tuple[Any, str]], tolerance: tuple[float, float] | None = None,
+              what: str = "output") -> str | None:
     """How the candidate's outputs (`got`, already _comparable) differ from `expected`."""
     if len(expected) != len(got):
-        return f"{len(got)} output tensors, expected {len(expected)}"
+        return f"{len(got)} {what} tensors, expected {len(expected)}"
     for i, (e, (cand, cand_name)) in enumerate(zip(expected, got)):
         base, name = _comparable(e)
         if cand_name != name:
-            return f"output {i}: dtype torch.{cand_name}, expected {e.dtype}"
-        found = compare(f"output {i}", base, cand, name)
+            return f"{what} {i}: dtype torch.{cand_name}, expected {e.dtype}"
+        found = compare(f"{what} {i}", base, cand, name, tolerance)
         if found is not None:
             return str(found)
     return None
@@ -286,7 +321,8 @@ def _mismatch(expected: list, got: list[tuple[Any, str]]) -> str | None:
 class Problem:
     """Model (baseline), ModelNew (candidate) and their inputs, in this process."""
 
-    def __init__(self, base_module, cand_module, seed: int, sample_seed: int | None = None):
+    def __init__(self, base_module, cand_module, seed: int, sample_seed: int | None = None,
+                 tolerance: tuple[float, float] | None = None):
         import torch
 
         # Samples of every checked output, for the judge to compare with a run of Model in a
@@ -294,6 +330,10 @@ class Problem:
         # None once sampling failed, which the judge reads as nothing to compare.
         self.sample_seed = sample_seed
         self.samples: list[dict] | None = [] if sample_seed is not None else None
+        self.tolerance = tolerance  # the protocol's (rtol, atol), or None: the dtype's own
+        # Model's output fingerprints, one list per checked input set (constant_outputs).
+        self.fingerprints: list[list[tuple]] = []
+        self.returned: list = []  # what the candidate returned last (poisoned before its next run)
 
         self.get_inputs = base_module.get_inputs
         init = base_module.get_init_inputs()
@@ -314,30 +354,56 @@ class Problem:
                 self.weights_note = f"weights not copied: {str(exc).splitlines()[0][:200]}"
         self.signed_ok: bool | None = None
 
+    @property
+    def runner(self):
+        return self.new if self.new is not None else self.model
+
     def inputs(self, seed: int, signed: bool) -> list:
         values = cuda_inputs(self.get_inputs, seed)
         return _signed(values) if signed else values
 
     def check(self, seed: int, signed: bool, what: str) -> str | None:
+        """Model against the candidate on input set (seed, signed): the candidate runs twice,
+        its output memory poisoned with each of the two patterns; its outputs, and its inputs
+        after the run (Model's after Model's run), must be Model's."""
         import torch
 
         inputs = self.inputs(seed, signed)
         Phase.set("baseline run")
         _strict_fp32()
-        expected = _tensors(self.model(*_clone(inputs)))
+        base_inputs = _clone(inputs)
+        expected = _tensors(self.model(*base_inputs))
         torch.cuda.synchronize()
         if signed and self.signed_ok is None:
             self.signed_ok = all(bool(torch.isfinite(t).all()) for t in expected if t.is_floating_point())
             if not self.signed_ok:
                 return None
-        runner = self.new if self.new is not None else self.model
-        _poison_allocator(expected)
-        Phase.set(f"{what} run")
-        got = _tensors(runner(*_clone(inputs)))
-        torch.cuda.synchronize()  # work left on any stream must finish before reading
-        comparable = [_comparable(t) for t in got]  # once, for the comparison and the samples
-        self.sample(seed, bool(signed), comparable)
-        return _mismatch(expected, comparable)
+        self.fingerprints.append([fingerprint(_comparable(t)[0]) for t in expected])
+        for run in (0, 1):
+            _poison_storage(self.returned, run)
+            _poison_allocator(expected, run)
+            Phase.set(f"{what} run")
+            cand_inputs = _clone(inputs)
+            got = _tensors(self.runner(*cand_inputs))
+            torch.cuda.synchronize()  # work left on any stream must finish before reading
+            self.returned = got
+            problem = subclass_problem(got)
+            if problem is not None:
+                return problem
+            comparable = [_comparable(t) for t in got]  # once, for the comparison and the samples
+            if run == 0:
+                self.sample(seed, bool(signed), comparable)
+            problem = _mismatch(expected, comparable, self.tolerance) or _mismatch(
+                _tensors(base_inputs), [_comparable(t) for t in _tensors(cand_inputs)], self.tolerance, "input")
+            if problem is not None:
+                return problem if not problem.startswith("input") else f"changed an {problem} as Model does not"
+        return None
+
+    def constant_outputs(self) -> bool:
+        """Whether Model gave the same outputs on every input set checked (at least two)."""
+        prints = self.fingerprints
+        return len(prints) >= 2 and all(
+            len(p) == len(prints[0]) and all(same_fingerprints(a, b) for a, b in zip(p, prints[0])) for p in prints)
 
     def sample(self, seed: int, signed: bool | None, outputs: list) -> None:
         """Samples of `outputs` (tensors, or pairs _comparable made of them) of the input set
@@ -347,13 +413,83 @@ class Problem:
         try:
             pairs = [t if isinstance(t, tuple) else _comparable(t) for t in outputs]
             self.samples.append({"seed": seed, "signed": signed, "outputs": [
-                output_sample(array, name, [self.sample_seed, seed, i]) for i, (array, name) in enumerate(pairs)]})
+                output_sample(array, name, [self.sample_seed, seed, i], self.tolerance)
+                for i, (array, name) in enumerate(pairs)]})
         except Exception:  # noqa: BLE001 - an output the sampler cannot read: nothing to compare
             self.samples = None
 
 
-def _bytes_moved(inputs: list, outputs: list) -> int:
-    return sum(t.numel() * t.element_size() for t in _tensors(inputs) + _tensors(outputs))
+class TimedInputs:
+    """The inputs of the timing runs: one set of tensors per side, written with fresh values
+    before every pair (the same values on both sides), in place, so that the tensors a side is
+    called with stay the same objects and addresses while their values never repeat."""
+
+    def __init__(self, problem: Problem, seed: int):
+        self.problem = problem
+        first = problem.inputs(seed, False)
+        self.sides = [_clone(first), _clone(first)]
+
+    def fresh(self, pair: int) -> None:
+        """Write pair `pair`'s inputs (signed on every other pair where Model allows it), from
+        a seed no code in this process can predict."""
+        import secrets
+
+        signed = bool(self.problem.signed_ok) and pair % 2 == 1
+        self.write(self.problem.inputs(secrets.randbits(31), signed))
+
+    def write(self, values: list) -> None:
+        for side in self.sides:
+            write_in_place(side, values)
+
+
+def write_in_place(targets: list, values: list) -> None:
+    """Copy each tensor of `values` into the tensor at its place in `targets` (the other
+    arguments stay as they are)."""
+    for target, value in zip(targets, values):
+        if hasattr(target, "copy_") and hasattr(value, "shape"):
+            target.copy_(value)
+
+
+def _keep(side: int, output) -> list:
+    """A checked timed pair's outputs: the baseline's as they are (nothing runs before the
+    comparison that could change them), the candidate's copied at once (its own code could)."""
+    tensors = _tensors(output)
+    if side == 0 or subclass_problem(tensors) is not None:
+        return tensors
+    return [t.detach().clone() for t in tensors]
+
+
+def _check_timed(tolerance):
+    def check(kept: list) -> str | None:
+        expected, got = kept
+        return subclass_problem(got) or _mismatch(expected, [_comparable(t) for t in got], tolerance)
+    return check
+
+
+def model_flops(model, inputs: list) -> int | None:
+    """Model's floating-point operations on `inputs`, by torch's flop counter (matrix products
+    and convolutions; elementwise work is not counted), or None where it cannot count."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            model(*_clone(inputs))
+        return int(counter.get_total_flops()) or None
+    except Exception:  # noqa: BLE001 - a model the counter cannot trace: no bound from its FLOPs
+        return None
+
+
+def device_facts() -> dict:
+    """What profiler.verdict's physical bounds need from the GPU: SMs, L2 bytes, capability."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {"sms": int(props.multi_processor_count), "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+            "capability": f"{props.major}.{props.minor}"}
+
+
+def _bytes(values) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(values))
 
 
 # ------------------------------------------------------------------ the measurement
@@ -398,12 +534,14 @@ def _run_kernelbench(request: dict) -> dict:
     if not torch.cuda.is_available():
         return {"outcome": "no_gpu", "compiled": True, "message": "loaded; not timed: no GPU"}
     seeds = request["seeds"]
+    protocol = request.get("protocol") or {}
+    tolerance = tuple(protocol["tolerance"]) if protocol.get("tolerance") else None
     gpu_name = torch.cuda.get_device_name()
     Phase.set("construct models")
-    problem = Problem(base_module, cand_module, seeds[0], request.get("sample_seed"))
+    problem = Problem(base_module, cand_module, seeds[0], request.get("sample_seed"), tolerance)
     what = "second" if profiling else "candidate"
     common = dict(kind="kernelbench", profiling=profiling, gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
-    extra: dict = {"seeds": seeds}
+    extra: dict = {"seeds": seeds, "protocol": protocol.get("name", "dice-lsp")}
     if problem.weights_note:
         extra["weights"] = problem.weights_note
     checked = 0
@@ -419,23 +557,31 @@ def _run_kernelbench(request: dict) -> dict:
     extra["signed_inputs"] = bool(problem.signed_ok)
     Phase.set("timing")
     ops = torch_ops()
-    inputs = problem.inputs(seeds[0], False)
-    base_inputs, cand_inputs = _clone(inputs), _clone(inputs)
-    runner = problem.new if problem.new is not None else problem.model
+    timed = TimedInputs(problem, seeds[0])
+    base_inputs, cand_inputs = timed.sides
+    runner = problem.runner
     base_fn = lambda: problem.model(*base_inputs)  # noqa: E731 - closures the timer calls
     cand_fn = lambda: runner(*cand_inputs)  # noqa: E731
     budget = float(request["time_budget_s"])
-    moved = _bytes_moved(inputs, _tensors(base_fn()))
-    escape = None
+    sizes = {"input_bytes": _bytes(base_inputs), "output_bytes": _bytes(base_fn()), **device_facts()}
     if profiling:
-        timing = {"candidate": sample_one(base_fn, ops, budget_s=budget)}
-    else:
-        pair = time_pair(base_fn, cand_fn, ops, budget_s=budget)
-        timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
-        base_escape, cand_escape = escape_checks([base_fn, cand_fn], ops)
-        escape = {"baseline": vars(base_escape), "candidate": vars(cand_escape)}
-    # What the timed calls return (the same input tensors every run: a candidate could tell
-    # them from the checks' fresh copies and answer them otherwise).
+        sizes["flops"] = model_flops(problem.model, base_inputs)
+    escape = None
+    try:
+        if profiling:
+            timing = {"candidate": sample_one(base_fn, ops, budget_s=budget, fresh=timed.fresh,
+                                              runs=protocol.get("timed_runs"))}
+        else:
+            pair = time_pair(base_fn, cand_fn, ops, budget_s=budget, fresh=timed.fresh, keep=_keep,
+                             check=_check_timed(tolerance), runs=protocol.get("timed_runs"))
+            timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
+            escape = pair.escape_json()
+    except TimedRunWrong as exc:
+        return {"outcome": "wrong", "where": f"timed run {exc.pair + 1}", "problem": exc.problem,
+                "inputs_checked": checked, "extra": extra, **common}
+    # What a timed call returns, in the timed tensors, on input set seeds[0], which the judge
+    # compares with Model's in a process of its own (Model alone samples the same call).
+    timed.write(problem.inputs(seeds[0], False))
     problem.sample(seeds[0], None, _tensors(cand_fn()))
     torch.cuda.synchronize()
     extra["clocks_mhz"] = gpu.clocks_mhz()
@@ -447,7 +593,8 @@ def _run_kernelbench(request: dict) -> dict:
     Phase.set("peak bandwidth")
     peak = torch_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
     return {"outcome": "measured", "inputs_checked": checked, "timing": timing, "escape": escape, "peak_gbs": peak,
-            "bytes_moved": moved, "samples": problem.samples, "extra": extra, **common}
+            "bytes_moved": sizes["input_bytes"] + sizes["output_bytes"], "sizes": sizes,
+            "constant_outputs": problem.constant_outputs(), "samples": problem.samples, "extra": extra, **common}
 
 
 def _compile_caches_beside_the_build() -> None:
@@ -479,12 +626,20 @@ def run_torch_compile(request: dict) -> dict:
     module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
     model = module.Model(*module.get_init_inputs()).cuda()
     inputs = cuda_inputs(module.get_inputs, request["seeds"][0])
+    sizes = {"input_bytes": _bytes(inputs), "output_bytes": _bytes(model(*inputs)), "flops": model_flops(model, inputs),
+             **device_facts()}
     Phase.set("torch.compile")
     compiled = torch.compile(model)
     compiled(*inputs)  # compiles
     torch.cuda.synchronize()
     Phase.set("timing")
+
+    def fresh(pair: int) -> None:  # as a candidate's timing runs have it: the eager time is their anchor
+        import secrets
+
+        write_in_place(inputs, cuda_inputs(module.get_inputs, secrets.randbits(31)))
+
     pair = time_pair(lambda: model(*inputs), lambda: compiled(*inputs), torch_ops(),
-                     budget_s=float(request["time_budget_s"]))
+                     budget_s=float(request["time_budget_s"]), fresh=fresh)
     return {"outcome": "torch_compile", "timing": {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs,
-                                                   "seconds": pair.seconds}, "extra": {"builds": BUILDS}}
+                                                   "seconds": pair.seconds}, "sizes": sizes, "extra": {"builds": BUILDS}}

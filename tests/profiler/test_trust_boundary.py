@@ -37,8 +37,8 @@ FORGED_VERDICT = {"status": "faster", "compiled": True, "correct": True, "speedu
 FORGED_MEASUREMENT = {"outcome": "measured", "kind": "kernelbench", "profiling": False, "gpu": "NVIDIA H200",
                       "kernel": "ModelNew", "inputs_checked": 4, "peak_gbs": 4000.0, "bytes_moved": 2048,
                       "timing": {"baseline": [0.5] * 20, "candidate": [0.01] * 20, "seconds": 0.1},
-                      "escape": {"baseline": {"event_ms": 0.5, "wall_ms": 0.5},
-                                 "candidate": {"event_ms": 0.01, "wall_ms": 0.01}}}
+                      "escape": {"baseline": {"flush_ms": [0.08] * 20, "tail_ms": [0.004] * 20},
+                                 "candidate": {"flush_ms": [0.08] * 20, "tail_ms": [0.004] * 20}}}
 
 # Writes the forged verdict where the old harness wrote its result, and a forged message
 # (with a made-up nonce) on every pipe this process holds, then leaves before the harness
@@ -231,8 +231,8 @@ def test_a_candidate_cannot_poison_a_later_candidates_build(tmp_path, monkeypatc
 
 def test_timings_that_do_not_fit_the_wall_clock_are_rejected():
     verdict = from_measurement(FORGED_MEASUREMENT, wall_s=5.0)
-    assert verdict.status == "faster" and "suspiciously_fast" in verdict.extra["flags"]
-    assert "suspiciously fast" in verdict.message and verdict.speedup > SUSPICIOUS_SPEEDUP
+    assert verdict.status == "suspicious" and not verdict.proven
+    assert "more often a cheat" in verdict.message and verdict.speedup > SUSPICIOUS_SPEEDUP
     impossible = {**FORGED_MEASUREMENT, "timing": {"baseline": [500.0] * 20, "candidate": [10.0] * 20}}
     with pytest.raises(ValueError, match="wall clock"):
         from_measurement(impossible, wall_s=5.0)
@@ -369,7 +369,7 @@ def _sampled_run(outputs_per_set: list[list], seeds=(11, 12, 13), signed=(False,
                                                         enumerate(outputs)]}
                for seed, s, outputs in zip(seeds, signed, outputs_per_set)]
     honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.4] * 20, "seconds": 0.1},
-              "escape": {"baseline": {"event_ms": 0.5, "wall_ms": 0.5}, "candidate": {"event_ms": 0.4, "wall_ms": 0.4}}}
+              "escape": FORGED_MEASUREMENT["escape"]}
     return {**honest, "samples": samples}
 
 

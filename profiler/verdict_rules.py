@@ -1,0 +1,164 @@
+"""The rules that decide whether a measured speedup is proof, as pure functions of the
+numbers a harness sends (profiler.measure.timing's per-run records) and of the GPU's own
+facts. profiler.verdict applies them; tests pin each one without a GPU.
+
+- Escaped work. Every run ends with a device-wide synchronize, and every run records how long
+  its L2 flush took (work another stream runs beside it slows it) and how long after the
+  launching stream's end the device went idle (work still running elsewhere). Both are the
+  same measurement on both sides, so the candidate's are compared with the baseline's
+  medians: what the candidate's exceed them by is work its launching stream did not time,
+  and it is added to its times, run by run.
+- Busy threads. CPU time that threads other than the timing thread spent during the runs.
+- Physical bounds. A time that implies reading the inputs (and writing what of the outputs
+  cannot stay in L2) faster than the GPU's memory can, or Model's FLOPs faster than its
+  fastest arithmetic can, did not happen as timed.
+- Reproducibility. The interval quoted is the bootstrap interval of the paired runs widened
+  to the speedups of the first and second halves of the runs and by REPRODUCIBILITY_SPREAD,
+  the spread measured between fresh processes judging the same candidate; halves that
+  disagree by more than DRIFT, or a side whose times spread by more than DISPERSION of their
+  median, make the timing unstable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Escaped work: the candidate's flush and tail medians may exceed the baseline's by this much
+# (milliseconds, or this share of its own time, whichever is more) before it counts.
+ESCAPE_FLOOR_MS = 0.003
+ESCAPE_SHARE = 0.05
+# Busy threads: CPU seconds of other threads over this share of the timing's seconds.
+THREAD_CPU_SHARE = 0.25
+THREAD_CPU_FLOOR_S = 0.05
+# Reproducibility.
+DRIFT = 0.10  # first half's speedup against the second half's
+DISPERSION = 0.35  # interquartile range over median, either side
+REPRODUCIBILITY_SPREAD = 0.03  # relative widening for the spread between processes
+# Physical bounds. Where NVML gives no theoretical memory bandwidth, the measured copy
+# bandwidth times this margin (streams of reads alone run a few percent above copies).
+MEASURED_ROOF_MARGIN = 1.15
+# Dense multiply-adds' FLOPs per SM per clock of the fastest format a GPU of that major
+# compute capability has, doubled for 2:4 sparsity: fp16 on Volta and Turing, int8/fp8 on
+# Ampere and Hopper, fp4 on Blackwell. A bound, not a roofline.
+FLOPS_PER_SM_CLOCK = {7: 2 * 1024, 8: 2 * 4096, 9: 2 * 8192, 10: 2 * 32768, 12: 2 * 32768}
+
+
+def _median(values) -> float:
+    return float(np.median(np.asarray(values, dtype=np.float64)))
+
+
+def escaped_work(escape: dict | None, cand_ms: list[float], extra: dict) -> list[float] | None:
+    """The candidate's run times with the work its launching stream did not time added, or
+    None when there is none worth counting. Records what it found in extra["escape_check"]."""
+    if not escape:
+        return None
+    base, cand = escape["baseline"], escape["candidate"]
+    flush_b, tail_b = _median(base["flush_ms"]), _median(base["tail_ms"])
+    flush_extra = _median(cand["flush_ms"]) - flush_b
+    tail_extra = _median(cand["tail_ms"]) - tail_b
+    escaped_ms = max(0.0, flush_extra) + max(0.0, tail_extra)
+    limit = max(ESCAPE_FLOOR_MS, ESCAPE_SHARE * _median(cand_ms))
+    extra["escape_check"] = {"flush_extra_ms": flush_extra, "tail_extra_ms": tail_extra, "limit_ms": limit,
+                             "checked_pairs": escape.get("checked_pairs", 0)}
+    if escaped_ms <= limit:
+        return None
+    return [ms + max(0.0, f - flush_b) + max(0.0, t - tail_b)
+            for ms, f, t in zip(cand_ms, cand["flush_ms"], cand["tail_ms"])]
+
+
+def busy_threads(escape: dict | None, seconds: float, extra: dict) -> bool:
+    """Whether threads besides the timing thread spent CPU time during the runs."""
+    if not escape:
+        return False
+    other = float(escape.get("other_threads_cpu_s", 0.0))
+    extra["other_threads_cpu_s"] = other
+    return other > max(THREAD_CPU_FLOOR_S, THREAD_CPU_SHARE * seconds)
+
+
+@dataclass(frozen=True)
+class Interval:
+    ratio: float
+    low: float
+    high: float
+    within_low: float  # the bootstrap interval of the paired runs alone
+    within_high: float
+
+    @property
+    def faster(self) -> bool:
+        return self.low > 1.0
+
+
+def _halves(base: list[float], cand: list[float]) -> tuple[float, float]:
+    half = len(base) // 2
+    return (_median(base[:half]) / _median(cand[:half]), _median(base[half:]) / _median(cand[half:]))
+
+
+def reproducible_interval(base: list[float], cand: list[float]) -> Interval:
+    """The speedup's ratio of medians and the interval quoted for it (module docstring)."""
+    from profiler.measure.stats import speedup_interval
+
+    within = speedup_interval(base, cand)
+    low, high = within.low, within.high
+    if len(base) >= 8:
+        first, second = _halves(base, cand)
+        low, high = min(low, first, second), max(high, first, second)
+    return Interval(within.ratio, low / (1 + REPRODUCIBILITY_SPREAD), high * (1 + REPRODUCIBILITY_SPREAD),
+                    within.low, within.high)
+
+
+def instability(base: list[float], cand: list[float]) -> str | None:
+    """Why these paired timings are not a reproducible number, or None."""
+    if len(base) >= 8:
+        first, second = _halves(base, cand)
+        if abs(first / second - 1) > DRIFT:
+            return f"the speedup drifted from {first:.2f}x in the first half of the runs to {second:.2f}x in the second"
+    for name, times in (("baseline", base), ("candidate", cand)):
+        q25, median, q75 = np.percentile(np.asarray(times, dtype=np.float64), [25, 50, 75])
+        if median > 0 and (q75 - q25) / median > DISPERSION:
+            return (f"the {name}'s times spread widely (interquartile range {100 * (q75 - q25) / median:.0f}% of "
+                    f"the median {median:.4f} ms)")
+    return None
+
+
+def memory_roof_gbs(measured_peak_gbs: float) -> tuple[float, str]:
+    """(the GPU's memory bandwidth no kernel can exceed, where it comes from)."""
+    from profiler import gpu
+
+    theoretical = gpu.theoretical_bandwidth_gbs()
+    if theoretical:
+        return theoretical, "the GPU's theoretical memory bandwidth"
+    return measured_peak_gbs * MEASURED_ROOF_MARGIN, (f"{MEASURED_ROOF_MARGIN:.2f}x the measured copy bandwidth")
+
+
+def peak_flops(facts: dict) -> float | None:
+    """FLOP/s no format of this GPU reaches (FLOPS_PER_SM_CLOCK), or None when unknown."""
+    from profiler import gpu
+
+    capability, sms = facts.get("capability"), facts.get("sms")
+    clocks = gpu.clocks_mhz() or {}
+    per_clock = FLOPS_PER_SM_CLOCK.get(int(str(capability).split(".")[0])) if capability else None
+    if not (per_clock and sms and clocks.get("sm_max")):
+        return None
+    return float(per_clock) * int(sms) * float(clocks["sm_max"]) * 1e6
+
+
+def physical_bound(facts: dict, measured_peak_gbs: float, time_ms: float) -> str | None:
+    """Which physical limit a run of `time_ms` breaks, or None. `facts`: input_bytes,
+    output_bytes, l2_bytes (what must cross the memory bus: every input read, and what of
+    the outputs cannot stay in L2), flops (Model's), capability and sms."""
+    seconds = time_ms * 1e-3
+    if "input_bytes" in facts:
+        required = int(facts["input_bytes"]) + max(0, int(facts.get("output_bytes", 0)) - int(facts.get("l2_bytes", 0)))
+        roof, source = memory_roof_gbs(measured_peak_gbs)
+        implied = required / seconds / 1e9
+        if roof and implied > roof:
+            return (f"{time_ms:.4f} ms implies {implied:.0f} GB/s to read the inputs and write the outputs, "
+                    f"{100 * implied / roof:.0f}% of {source} ({roof:.0f} GB/s)")
+    flops = facts.get("flops")
+    peak = peak_flops(facts) if flops else None
+    if peak and flops / seconds > peak:
+        return (f"{time_ms:.4f} ms implies {flops / seconds / 1e12:.0f} TFLOP/s for Model's {flops:.3g} FLOPs, "
+                f"{100 * flops / seconds / peak:.0f}% of the most any format of this GPU does ({peak / 1e12:.0f})")
+    return None

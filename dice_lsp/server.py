@@ -24,15 +24,16 @@ def port_number(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dice-lsp", description="The DICE language server (stdio by default).")
     parser.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=port_number, default=2087)
+    parser.add_argument("--host", default="127.0.0.1", help="with --tcp: address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=port_number, default=2087, help="with --tcp: TCP port (default: %(default)s)")
     parser.add_argument(
         "--token",
         default=os.environ.get("DICE_LSP_TOKEN"),
         help="with --tcp: the token a client must send as initializationOptions.token (default: $DICE_LSP_TOKEN, "
         "which other users cannot read in the process list); required to listen on an address other than loopback",
     )
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="what the server logs on stderr (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not args.tcp:

@@ -37,6 +37,27 @@ def _add_max_tokens(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it in words
+    (a default that is a secret from the environment is never printed)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """DefaultsShown for the parser and every subcommand's parser under it."""
+    parser.formatter_class = DefaultsShown
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
+    return parser
+
+
 def _port(text: str) -> int:
     """A TCP port (0: any free one), refused by argparse with one line otherwise."""
     try:
@@ -63,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="L:C-L:C",
         help="1-based line:column, end exclusive (e.g. 12:5-14:1)",
     )
-    p.add_argument("--candidates", type=int, default=4, metavar="N")
+    p.add_argument("--candidates", type=int, default=4, metavar="N", help="candidates to generate and judge")
     _add_max_tokens(p)
     _add_preset(p, "default")
     _add_model(p)
@@ -72,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", help="rewrite one kernel (or write ModelNew for a KernelBench file)")
     p.add_argument("file")
     p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
-    p.add_argument("--candidates", type=int, default=4, metavar="N")
+    p.add_argument("--candidates", type=int, default=4, metavar="N", help="candidates to generate and judge")
     _add_max_tokens(p)
     _add_preset(p, "default")
     _add_model(p)
@@ -80,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="compile, check and time what is in the file")
     p.add_argument("file")
-    p.add_argument("--kernel", metavar="NAME")
+    p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
     _add_json(p)
 
     p = sub.add_parser("check", help="compile only; compiler diagnostics (no GPU needed)")
@@ -89,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="KernelBench-style evaluation of a model over a folder")
     p.add_argument("dir", nargs="?", help="folder of KernelBench problems (not needed with --infill)")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N problems")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N problems (default: every problem)")
     p.add_argument("--candidates", type=int, default=1, metavar="N", help="candidates per problem")
     p.add_argument("--infill", metavar="FILE.json", help="run the infilling variant on these records")
     p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
@@ -121,15 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("engine", help="the diffusion engine")
     esub = p.add_subparsers(dest="engine_command", metavar="ENGINE_COMMAND", required=True)
     s = esub.add_parser("serve", help="serve the engine over TCP for remote editors")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=_port, default=7777)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=_port, default=7777, help="TCP port (0: any free one)")
     s.add_argument(
         "--token",
         help="shared secret clients must send; required for any address but loopback "
-        "(or set DICE_ENGINE_TOKEN)",
+        "(default: $DICE_ENGINE_TOKEN, else none)",
     )
     _add_model(s)
-    return parser
+    return _show_defaults(parser)
 
 
 def main(argv: list[str] | None = None) -> int:

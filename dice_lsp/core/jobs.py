@@ -88,11 +88,11 @@ class JobResult:
 
 
 def best_candidate(verdicts: list[Verdict]) -> int | None:
-    """Index of the largest speedup among candidates proven correct and faster. A verdict the
-    profiler flagged (suspiciously fast, a cheating pattern) is never picked by itself: the
-    user applies it by choice."""
-    faster = [(v.speedup or 0.0, i) for i, v in enumerate(verdicts)
-              if v.status == "faster" and not v.extra.get("flags")]
+    """Index of the largest speedup among candidates proven correct and faster (Verdict.proven).
+    A verdict whose measurement proves nothing (impossible, suspicious, unstable, unproven) or
+    that the profiler flagged (a cheating pattern) is never picked by itself: the user applies
+    it by choice."""
+    faster = [(v.speedup or 0.0, i) for i, v in enumerate(verdicts) if v.status == "faster" and v.proven]
     return max(faster)[1] if faster else None
 
 

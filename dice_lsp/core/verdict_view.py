@@ -2,12 +2,23 @@
 LSP severities are lsp/diagnostics.py's).
 
 Numbers are printed only where the profiler measured them; anything unmeasured says why
-("not timed: no GPU") rather than showing a made-up value.
+("not timed: no GPU") rather than showing a made-up value. A measurement that proves nothing
+(profiler.results.NOT_PROOF, or a flag raised) says so first, in plain words, before any
+number of it is read as a speedup.
 """
 
 from __future__ import annotations
 
-from profiler.results import Verdict
+from profiler.results import NOT_PROOF, PROVEN, Verdict
+from profiler.verdict import SUSPICIOUS_SPEEDUP
+
+# What each status that proves nothing means, where the verdict holds no number to say it with.
+NOT_PROOF_MEANING = {
+    "impossible": "faster than the GPU's memory bandwidth or arithmetic allows: the timer did not see the work",
+    "suspicious": f"over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch: more often a cheat than a kernel",
+    "unstable": "the timings disagree with themselves or with the baseline timed alone: no speedup can be read",
+    "unproven": "the baseline's outputs do not depend on its inputs: matching them shows nothing",
+}
 
 
 def _speed(verdict: Verdict) -> str:
@@ -17,9 +28,36 @@ def _speed(verdict: Verdict) -> str:
     return f"{speedup:.1f}x faster" if speedup >= 1 else f"{1 / speedup:.1f}x slower"
 
 
+def _why_not_proof(verdict: Verdict) -> str:
+    """The reason a NOT_PROOF verdict proves nothing, with its own number where it has one."""
+    if verdict.status == "impossible" and verdict.bandwidth_gbs and verdict.peak_bandwidth_gbs:
+        share = verdict.bandwidth_gbs / verdict.peak_bandwidth_gbs
+        if share > 1:
+            return f"implies {100 * share:.0f}% of the GPU's memory bandwidth"
+    if verdict.status == "suspicious" and verdict.speedup is not None:
+        return f"{verdict.speedup:.1f}x eager PyTorch, over {SUSPICIOUS_SPEEDUP:.0f}x: more often a cheat than a kernel"
+    return NOT_PROOF_MEANING[verdict.status]
+
+
+def not_proven(verdict: Verdict) -> str | None:
+    """What a measured verdict that proves nothing means, in one line ("impossible: implies
+    190% of the GPU's memory bandwidth; nothing proven", "flagged (environment): 1.8x faster,
+    not proven"); None for a proven verdict and for one that measured nothing."""
+    if verdict.status in NOT_PROOF:
+        return f"{verdict.status}: {_why_not_proof(verdict)}; nothing proven"
+    if verdict.status in PROVEN and not verdict.proven:
+        speed = f"{_speed(verdict)}, " if verdict.speedup is not None else ""
+        return f"flagged ({', '.join(verdict.extra['flags'])}): {speed}not proven, never applied by itself"
+    return None
+
+
 def summary(verdict: Verdict) -> str:
-    """One short line: "1.8x faster, correct on 5 inputs", or the profiler's own message."""
-    if verdict.status in ("faster", "not_faster") and verdict.speedup is not None:
+    """One short line: "1.8x faster, correct on 5 inputs", what a measurement that proves
+    nothing means (not_proven), or the profiler's own message."""
+    unproven = not_proven(verdict)
+    if unproven is not None:
+        return unproven
+    if verdict.status in PROVEN and verdict.speedup is not None:
         return f"{_speed(verdict)}, correct on {verdict.inputs_checked} inputs"
     return verdict.message
 
@@ -34,7 +72,11 @@ def _ms(value: float) -> str:
 
 
 def lens_title(verdict: Verdict) -> str:
-    """ "0.412 ms, 1.8x faster on NVIDIA H200", or why there is no time."""
+    """ "0.412 ms, 1.8x faster on NVIDIA H200", why there is no time, or why the time proves
+    nothing (not_proven)."""
+    unproven = not_proven(verdict)
+    if unproven is not None:
+        return unproven
     if verdict.time_ms is None:
         return verdict.message
     parts = [_ms(verdict.time_ms)]
@@ -47,6 +89,8 @@ def lens_title(verdict: Verdict) -> str:
 def hover_markdown(name: str, verdict: Verdict) -> str:
     """Everything measured about one kernel, one fact per line."""
     lines = [f"**{name}**: {verdict.message}", ""]
+    if verdict.status in NOT_PROOF:  # a flagged one has its own line below
+        lines.append(f"- **{not_proven(verdict)}**: the numbers below are what was measured, not a speedup")
     if verdict.time_ms is not None:
         lines.append(f"- time: {_ms(verdict.time_ms)} (median)")
     if verdict.baseline_ms is not None:

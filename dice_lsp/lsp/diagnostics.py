@@ -16,7 +16,7 @@ from dice_lsp.core.jobs import JobResult
 from dice_lsp.core.slots import candidate_slot
 from dice_lsp.core.verdict_view import summary
 from dice_lsp.lsp.lsp_text import document_key, line_range, lsp_range, open_document, text_document
-from profiler.results import Diagnostic, Verdict
+from profiler.results import PROVEN, Diagnostic, Verdict
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -34,6 +34,11 @@ _SEVERITY = {
     "timeout": types.DiagnosticSeverity.Error,
     "crash": types.DiagnosticSeverity.Error,
     "error": types.DiagnosticSeverity.Error,
+    # Measured, but proving nothing: what the user must look at before trusting the numbers.
+    "impossible": types.DiagnosticSeverity.Warning,
+    "suspicious": types.DiagnosticSeverity.Warning,
+    "unstable": types.DiagnosticSeverity.Warning,
+    "unproven": types.DiagnosticSeverity.Warning,
 }
 
 _COMPILER_SEVERITY = {
@@ -44,6 +49,9 @@ _COMPILER_SEVERITY = {
 
 
 def severity(verdict: Verdict) -> types.DiagnosticSeverity:
+    """The status's severity; a flagged faster or not_faster is a warning: not proven."""
+    if verdict.status in PROVEN and not verdict.proven:
+        return types.DiagnosticSeverity.Warning
     return _SEVERITY.get(verdict.status, types.DiagnosticSeverity.Warning)
 
 

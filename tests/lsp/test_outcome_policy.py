@@ -133,6 +133,18 @@ def test_a_flagged_candidate_is_never_applied_by_itself(cache):
     assert beside.apply == 1  # the honest one, though slower
 
 
+@pytest.mark.parametrize("status", ["impossible", "suspicious", "unstable", "unproven"])
+def test_a_measurement_that_proves_nothing_is_never_applied_by_itself(cache, status):
+    fast = verdict(status, 50.0)
+    assert best_candidate([fast]) is None
+    client = RecordingClient(cache, "Test GPU")
+    alone = outcome.conclude(client, "1", job_result([fast], "Test GPU"))
+    assert alone.apply is None and "none was both correct and faster" in alone.message
+    assert "1 measured but not proven (each candidate's verdict says why)" in alone.message
+    beside = outcome.conclude(client, "2", job_result([fast, verdict("faster", 1.2)], "Test GPU"))
+    assert beside.apply == 1 and beside.message.startswith("applied candidate 2: 1.2x faster")
+
+
 def test_no_candidate_at_all(cache):
     client = RecordingClient(cache, "Test GPU")
     ended = outcome.conclude(client, "1", job_result([], "Test GPU"))

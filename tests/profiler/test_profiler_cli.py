@@ -110,3 +110,19 @@ def test_profile_kernelbench_file_without_gpu(kernelbench_dir):
     assert out.returncode == 0
     data = json.loads(out.stdout)
     assert data["status"] == "no_gpu" and data["time_ms"] is None and data["speedup"] is None
+
+
+def test_only_a_proven_verdict_or_nothing_to_time_exits_fine():
+    from dataclasses import replace
+
+    from profiler.cli import exit_code
+    from profiler.results import NOT_PROOF, Verdict
+
+    faster = Verdict("faster", True, True, 1.8, (1.7, 1.9), 0.1, 0.18, [], "1.80x faster", inputs_checked=4,
+                     gpu="NVIDIA H100")
+    assert exit_code(faster) == 0 and exit_code(replace(faster, status="not_faster", speedup=0.9)) == 0
+    assert exit_code(Verdict.failed("no_gpu", "compiles; not timed: no GPU", compiled=True)) == 0
+    assert exit_code(replace(faster, extra={"flags": ["environment"]})) == 1
+    for status in NOT_PROOF:
+        assert exit_code(replace(faster, status=status)) == 1
+    assert exit_code(Verdict.failed("wrong", "wrong on input set 1", compiled=True)) == 1

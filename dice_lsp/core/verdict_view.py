@@ -29,7 +29,13 @@ def _speed(verdict: Verdict) -> str:
 
 
 def _why_not_proof(verdict: Verdict) -> str:
-    """The reason a NOT_PROOF verdict proves nothing, with its own number where it has one."""
+    """The reason a NOT_PROOF verdict proves nothing, with its own number where it has one:
+    the profiler's message says it first ("impossible: 0.0010 ms implies ..., 190% of the
+    GPU's theoretical memory bandwidth (3350 GB/s); nothing proven ..."), else the verdict's
+    fields, else what the status means."""
+    lead = f"{verdict.status}: "
+    if verdict.message.startswith(lead):
+        return verdict.message[len(lead):].split("; ", 1)[0]
     if verdict.status == "impossible" and verdict.bandwidth_gbs and verdict.peak_bandwidth_gbs:
         share = verdict.bandwidth_gbs / verdict.peak_bandwidth_gbs
         if share > 1:

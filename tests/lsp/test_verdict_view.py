@@ -11,6 +11,7 @@ from dice_lsp.core.verdict_view import (NOT_PROOF_MEANING, candidate_title, hove
                                         summary)
 from dice_lsp.lsp.diagnostics import severity
 from profiler.results import NOT_PROOF, Verdict
+from profiler.verdict_rules import physical_bound
 
 
 def _verdict(**extra) -> Verdict:
@@ -36,14 +37,21 @@ def test_every_status_that_proves_nothing_has_its_meaning():
 
 
 def test_an_impossible_verdict_says_what_it_implies_and_that_nothing_is_proven():
-    impossible = _measured("impossible", 40.0, bandwidth_gbs=6270.0, peak_bandwidth_gbs=3300.0)
+    # The profiler's own words first (profiler.verdict writes them from physical_bound).
+    broken = physical_bound({"input_bytes": 1 << 26, "output_bytes": 1 << 26}, 1000.0, 0.05)
+    judged = Verdict("impossible", True, True, None, None, None, None, [],
+                     f"impossible: {broken}; nothing proven (measured 0.0500 ms against 3.0000 ms)", inputs_checked=4)
+    assert broken.startswith("0.0500 ms implies 2684 GB/s")
+    assert summary(judged) == lens_title(judged) == f"impossible: {broken}; nothing proven"
+    # A verdict whose message does not say it: its bandwidth against the peak.
+    impossible = _measured("impossible", 40.0, bandwidth_gbs=6270.0, peak_bandwidth_gbs=3300.0, message="too fast")
     expected = "impossible: implies 190% of the GPU's memory bandwidth; nothing proven"
     assert summary(impossible) == expected and lens_title(impossible) == expected
     assert candidate_title(0, impossible) == f"Apply candidate 1: {expected}"
     hover = hover_markdown("scale", impossible)
     assert f"- **{expected}**: the numbers below are what was measured, not a speedup" in hover
     # Without a bandwidth to say it with, the meaning of the status itself.
-    assert summary(_measured("impossible", 40.0)) == (
+    assert summary(_measured("impossible", 40.0, message="too fast")) == (
         "impossible: faster than the GPU's memory bandwidth or arithmetic allows: the timer did not see the work; "
         "nothing proven")
 
@@ -55,6 +63,11 @@ def test_each_status_that_proves_nothing_reads_plainly():
                                               "timed alone: no speedup can be read; nothing proven")
     assert lens_title(_measured("unproven")) == ("unproven: the baseline's outputs do not depend on its inputs: "
                                                  "matching them shows nothing; nothing proven")
+    drifted = _measured("unstable", 1.5, message="unstable: the speedup drifted from 1.20x in the first half of the "
+                                                 "runs to 1.80x in the second; 1.50x (1.1-1.9) is not a reproducible "
+                                                 "number, correct on 4 input sets")
+    assert summary(drifted) == ("unstable: the speedup drifted from 1.20x in the first half of the runs to 1.80x in "
+                                "the second; nothing proven")
     flagged = _verdict(flags=["environment"])
     assert summary(flagged) == "flagged (environment): 1.8x faster, not proven, never applied by itself"
     assert not_proven(_verdict()) is None and summary(_verdict()) == "1.8x faster, correct on 4 inputs"

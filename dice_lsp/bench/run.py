@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"dice bench: {note}", file=sys.stderr)
     try:
         generate(plan, run, args)
-        judge(plan, run, time_limit=args.time_limit)
+        judge(plan, run, time_limit=args.time_limit, judge_on=getattr(args, "judge", None))
     except BenchError as exc:
         print(f"dice bench: {exc}", file=sys.stderr)
         return 1
@@ -266,7 +266,7 @@ def solution_candidates(folder: str) -> Callable[[Task], list[CandidateRecord]]:
     return read
 
 
-def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
+def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None = None) -> None:
     """Phase 2: judge every generated problem, in worker processes that build ahead and time
     in order (dice_lsp.bench.judge); each problem is saved as soon as it is judged."""
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
@@ -286,7 +286,7 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
     if not jobs:
         return
     progress = JudgeProgress([task.name for task, _ in jobs])
-    pool = JudgePool(worker_slots())
+    pool = judge_pool(judge_on)
     with pool:
         answers = pool.judge_all([JudgeJob(t.baseline, d, t.path, time_limit) for t, d in jobs],
                                  on_phase=lambda index, phase: progress.phase(jobs[index][0].name, phase))
@@ -303,6 +303,19 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float) -> None:
             judged = [c.verdict for c in record.candidates if c.verdict is not None]
             progress.done(task.name, len(documents), verdict_words(judged, record.error))
     progress.close()
+
+
+def judge_pool(judge_on: str | None) -> Any:
+    """The workers that judge: one per GPU of this machine, or a Ray cluster's (`--judge`,
+    dice_lsp.bench.ray_judge), which answer alike."""
+    if not judge_on:
+        return JudgePool(worker_slots())
+    from dice_lsp.bench.ray_judge import ClusterUnavailable, RayJudgePool
+
+    try:
+        return RayJudgePool(judge_on)
+    except ClusterUnavailable as exc:
+        raise BenchError(str(exc)) from exc
 
 
 def record_answer(task: Task, record: TaskRecord, documents: list[str], answer: dict[str, Any]) -> None:

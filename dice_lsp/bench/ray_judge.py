@@ -1,0 +1,234 @@
+"""Judging a bench run's problems on a Ray cluster: `dice bench ... --judge ray` (a local
+cluster, started for the run) or `--judge ray://HEAD:10001` (a running cluster, through Ray
+Client) or `--judge HEAD:6379` (from a machine of the cluster).
+
+Each problem is two Ray tasks:
+- `build_ahead` (CPU, BUILD_CPUS): its candidates' load_inline builds, as the local worker
+  builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden). It lands where
+  Ray finds free CPUs; what it builds stays in that machine's build store, so the verdict is
+  placed on the same machine when it has a free GPU (a soft preference: elsewhere it builds
+  again). Building decides nothing, as locally.
+- `judge_on_gpu` (one GPU): the problem judged by the local judge worker (JudgePool with
+  the one GPU Ray gave the task), with the same sandbox, the same trust rules and the same
+  wall-clock limit as `dice bench` on one machine; the verdicts are the worker's.
+A cluster without GPUs judges as a machine without one: the verdict tasks take CPUs, and
+the verdicts say no_gpu.
+
+Ray retries nothing here: a verdict task whose worker or machine died is submitted again by
+this side (up to MAX_ATTEMPTS), which says so on stderr and records every machine that was
+lost in the verdicts' `extra["judged_on"]`. A problem that could not be judged at all is a
+JudgeError, that problem's result, as locally. The machines of the cluster need this package
+installed (`pip install dice-lsp[cluster]`, same Python and Ray as the head).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Iterator
+
+from dice_lsp.bench.judge import JudgeError, JudgeJob, PhaseFn
+
+# CPUs a build task holds: building a load_inline extension compiles two files at once.
+BUILD_CPUS = 2
+# Times a problem is sent to a machine before it counts as one that cannot be judged.
+MAX_ATTEMPTS = 3
+# Margin on the problem's own deadline before this side gives a task up (the worker inside
+# it stops a hung problem itself; this is for a machine that stopped answering).
+TASK_MARGIN_S = 300.0
+LOCAL = "ray"
+
+
+class ClusterUnavailable(Exception):
+    """No Ray to judge on: not installed, or the cluster cannot be reached."""
+
+
+def ray_address(spec: str) -> str | None:
+    """What ray.init takes for --judge: None starts a local cluster for `ray`."""
+    return None if spec == LOCAL else spec
+
+
+def build_ahead(job: dict) -> dict[str, Any]:
+    """The problem's candidates built on this machine (nothing without a GPU to build for)."""
+    import profiler
+    import ray
+    from profiler.judge import KernelBenchProblem
+
+    built = 0
+    if profiler.is_kernelbench(job["path"]):
+        problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"])
+        try:
+            for candidate in problem.buildable(job["documents"]):
+                problem.build(candidate)
+                built += 1
+        finally:
+            problem.close()
+    return {"node": ray.get_runtime_context().get_node_id(), "built": built}
+
+
+def judge_on_gpu(job: dict) -> dict[str, Any]:
+    """The problem judged by the local judge worker on this task's GPU: {"answer"} or
+    {"error"} (the problem's own failure, not the machine's), with where it ran."""
+    import ray
+    from dice_lsp.bench.judge import run_worker
+
+    gpus = [str(g) for g in ray.get_gpu_ids()]
+    # Ray puts the task's GPU in CUDA_VISIBLE_DEVICES; the worker is pinned to it.
+    slot = os.environ.get("CUDA_VISIBLE_DEVICES") if gpus else None
+    where = {"host": socket.gethostname(), "node": ray.get_runtime_context().get_node_id(),
+             "gpu": slot, "pid": os.getpid()}
+    try:
+        return {"answer": run_worker(JudgeJob(**job), slot), **where}
+    except JudgeError as exc:
+        return {"error": str(exc), **where}
+
+
+class Problem:
+    """One job's way through the cluster."""
+
+    def __init__(self, index: int, job: JudgeJob) -> None:
+        self.index, self.job = index, job
+        self.attempts = 0
+        self.lost: list[str] = []       # why each earlier attempt's machine was lost
+        self.node: str | None = None    # where its builds are
+        self.give_up_at = 0.0
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.job.path)
+
+
+class RayJudgePool:
+    """JudgePool's interface (judge_all, a context manager) on a Ray cluster."""
+
+    def __init__(self, spec: str, say: Callable[[str], None] | None = None) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise ClusterUnavailable("--judge ray needs Ray: pip install -e '.[cluster]'") from exc
+        self.spec = spec
+        self.say = say or (lambda text: print(f"dice bench: {text}", file=sys.stderr, flush=True))
+        self.started = False
+        if not ray.is_initialized():
+            try:
+                ray.init(address=ray_address(spec), include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ...: all say the same
+                raise ClusterUnavailable(f"cannot reach the Ray cluster {spec!r}: {exc}") from exc
+            self.started = True
+
+    def __enter__(self) -> "RayJudgePool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import ray
+
+        if self.started:
+            ray.shutdown()
+
+    def gpus(self) -> int:
+        import ray
+
+        return int(ray.cluster_resources().get("GPU", 0))
+
+    def judge_all(self, jobs: list[JudgeJob], on_phase: PhaseFn | None = None) -> Iterator[tuple[int, Any]]:
+        """(index of the job, its answer or a JudgeError), in the order they finish."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        gpus = self.gpus()
+        if not gpus:
+            self.say(f"the Ray cluster {self.spec!r} has no GPU: candidates are compiled, not timed")
+        build = ray.remote(num_cpus=BUILD_CPUS, num_gpus=0, max_retries=0)(build_ahead)
+        verdict = ray.remote(num_cpus=1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
+        phase = on_phase or (lambda index, name: None)
+        running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
+
+        def send_to_gpu(problem: Problem) -> None:
+            problem.attempts += 1
+            options: dict[str, Any] = {}
+            if problem.node is not None:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(problem.node, soft=True)
+            problem.give_up_at = time.monotonic() + problem.job.deadline + TASK_MARGIN_S
+            running[verdict.options(**options).remote(asdict(problem.job))] = ("verdict", problem)
+            phase(problem.index, "waiting for GPU")
+
+        for index, job in enumerate(jobs):
+            problem = Problem(index, job)
+            if gpus:
+                running[build.remote(asdict(job))] = ("build", problem)
+                phase(index, "building")
+            else:
+                send_to_gpu(problem)
+        try:
+            while running:
+                timeout = max(0.0, min(p.give_up_at for k, p in running.values() if k == "verdict")
+                              - time.monotonic()) if any(k == "verdict" for k, _ in running.values()) else None
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
+                if not ready:
+                    for ref, (kind, problem) in list(running.items()):
+                        if kind == "verdict" and problem.give_up_at <= time.monotonic():
+                            ray.cancel(ref, force=True)
+                            del running[ref]
+                            yield problem.index, JudgeError(
+                                f"no answer from the Ray cluster within {problem.job.deadline + TASK_MARGIN_S:.0f} s")
+                    continue
+                ref = ready[0]
+                kind, problem = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.TaskCancelledError:
+                    continue
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError) as exc:
+                    if kind == "build":
+                        send_to_gpu(problem)  # its builds are lost with it; judging builds again
+                        continue
+                    yield from self._lost(problem, exc, send_to_gpu)
+                    continue
+                except ray.exceptions.RayTaskError as exc:  # the task's own code failed
+                    if kind == "build":
+                        send_to_gpu(problem)  # building decides nothing
+                        continue
+                    yield problem.index, JudgeError(f"judging failed on the Ray cluster: {exc}")
+                    continue
+                if kind == "build":
+                    problem.node = result["node"]
+                    send_to_gpu(problem)
+                    continue
+                yield problem.index, self._answer(problem, result)
+        finally:
+            for ref in running:
+                ray.cancel(ref, force=True)
+
+    def _lost(self, problem: Problem, exc: Exception, again: Callable[[Problem], None]) -> Iterator[tuple[int, Any]]:
+        """A verdict task whose worker or machine died: judged again elsewhere, or given up."""
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+        problem.lost.append(why)
+        problem.node = None  # the machine it was placed on may be the one that died
+        if problem.attempts >= MAX_ATTEMPTS:
+            yield problem.index, JudgeError(f"the Ray workers judging it died {problem.attempts} times: "
+                                            + " | ".join(problem.lost))
+            return
+        self.say(f"{problem.name}: the Ray worker judging it died ({why}); judging it again "
+                 f"(attempt {problem.attempts + 1} of {MAX_ATTEMPTS})")
+        again(problem)
+
+    @staticmethod
+    def _answer(problem: Problem, result: dict[str, Any]) -> Any:
+        if "error" in result:
+            return JudgeError(f"judging failed in the worker on {result['host']}: {result['error']}")
+        answer = result["answer"]
+        if len(answer["verdicts"]) != len(problem.job.documents):
+            return JudgeError(f"judge returned {len(answer['verdicts'])} verdicts for "
+                              f"{len(problem.job.documents)} candidates")
+        judged_on = {"judge": "ray", "host": result["host"], "node": result["node"], "gpu": result["gpu"],
+                     "attempts": problem.attempts, "lost": list(problem.lost)}
+        for verdict in answer["verdicts"]:
+            verdict.setdefault("extra", {})["judged_on"] = judged_on
+        if answer.get("profile"):
+            answer["profile"]["verdict"].setdefault("extra", {})["judged_on"] = judged_on
+        return answer

@@ -1,0 +1,124 @@
+"""`dice bench --judge ray` on a local Ray cluster (this machine, no GPU): the schedule (a
+build task on CPUs, then the verdict on a GPU slot), results and --resume as locally, and a
+Ray worker killed while it judges: its problem is judged again and the run says so.
+
+The cluster declares one GPU, as Ray lets a machine declare its resources, so that the
+verdict tasks take the GPU path; with no real GPU behind it the profiler's verdicts are
+no_gpu, as they are locally on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is the cluster extra: pip install -e '.[cluster]'")
+
+from dice_lsp.bench.judge import JudgeJob  # noqa: E402
+from dice_lsp.bench.ray_judge import MAX_ATTEMPTS, RayJudgePool  # noqa: E402
+from dice_lsp.bench.results import load  # noqa: E402
+from dice_lsp.cli import main  # noqa: E402
+
+pytestmark = pytest.mark.timeout(420)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for this module's tests: CPUs for builds and one GPU slot."""
+    ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def test_ray_judging_records_what_local_judging_does_and_resumes(
+    cluster, control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    args = [str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--judge", "ray"]
+    assert main(["bench", *args, "--limit", "1"]) == 0
+    # Stop-and-go: the finished problem marked, so that a re-judge would show; the next one
+    # left as a stopped run leaves it (generated, not judged).
+    data = json.loads((out / "results.json").read_text())
+    data["problems"][0]["candidates"][0]["verdict"]["message"] = "judged by the first run"
+    sigmoid = (controls_dir / "level1" / "21_Sigmoid.correct.py").read_text()
+    data["problems"].append({
+        "name": "level1/21_Sigmoid", "level": "level1", "path": str(control_problems / "level1" / "21_Sigmoid.py"),
+        "state": "generated", "candidates": [{"text": "# from the stopped run\n" + sigmoid, "generation": {}}],
+    })
+    (out / "results.json").write_text(json.dumps(data))
+    capsys.readouterr()
+
+    assert main(["bench", *args, "--limit", "2", "--resume", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["problems"] == 2 and summary["errors"] == [] and summary["gpu"] is None
+    run = load(out)
+    assert [t.state for t in run.tasks.values()] == ["done", "done"]
+    relu = run.tasks["level1/19_ReLU"].candidates
+    assert relu[0].verdict["message"] == "judged by the first run"
+    assert len(relu) == 2  # the correct and the wrong control, both judged by the first run
+    for candidate in [*relu, *run.tasks["level1/21_Sigmoid"].candidates]:
+        verdict = candidate.verdict
+        assert verdict["status"] == "no_gpu" and verdict["correct"] is None and verdict["speedup"] is None
+        placed = verdict["extra"]["judged_on"]
+        # a verdict task holds the cluster's GPU slot: Ray pinned the worker to it
+        assert placed["judge"] == "ray" and placed["gpu"] == "0" and placed["attempts"] == 1 and placed["lost"] == []
+    (resumed,) = run.tasks["level1/21_Sigmoid"].candidates
+    assert resumed.text.startswith("# from the stopped run")
+
+
+def ray_worker_judging() -> int | None:
+    """The Ray worker process running judge_on_gpu now: the parent of a judge worker
+    (`python -m dice_lsp.bench.worker`) whose own title is Ray's `ray::judge_on_gpu`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if b"dice_lsp.bench.worker" not in cmdline:
+                continue
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if Path(f"/proc/{parent}/cmdline").read_bytes().startswith(b"ray::judge_on_gpu"):
+                return parent
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def test_a_ray_worker_killed_mid_judging_loses_no_problem(cluster, control_problems: Path, controls_dir: Path) -> None:
+    problem = control_problems / "level1" / "19_ReLU.py"
+    candidate = (controls_dir / "level1" / "19_ReLU.correct.py").read_text()
+    job = JudgeJob(problem.read_text(), [candidate], str(problem), 60.0)
+    said: list[str] = []
+    killed: list[int] = []
+
+    def kill_the_first_worker() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not killed:
+            pid = ray_worker_judging()
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_the_first_worker, daemon=True)
+    killer.start()
+    with RayJudgePool("ray", say=said.append) as pool:
+        ((index, answer),) = list(pool.judge_all([job]))
+    killer.join()
+    assert killed, "no Ray worker was seen judging"
+    assert index == 0 and not isinstance(answer, Exception), answer
+    (verdict,) = answer["verdicts"]
+    assert verdict["status"] == "no_gpu"
+    placed = verdict["extra"]["judged_on"]
+    assert placed["attempts"] == 2 and len(placed["lost"]) == 1
+    assert placed["lost"][0].startswith(("WorkerCrashedError", "NodeDiedError", "ObjectLostError"))
+    assert said == [f"19_ReLU.py: the Ray worker judging it died ({placed['lost'][0]}); judging it again "
+                    f"(attempt 2 of {MAX_ATTEMPTS})"]

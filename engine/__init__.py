@@ -34,7 +34,8 @@ def load_failure(spec: str, exc: Exception) -> str:
 
 
 def load(spec: str = "builtin", device=None, dtype=None):
-    """spec: `builtin`, a checkpoint folder, `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`."""
+    """spec: `builtin`, a checkpoint folder, a Hugging Face Hub id (`ORG/NAME[@REVISION]`,
+    engine.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`."""
     if spec.startswith("dice://"):
         from engine.remote import RemoteEngine
 
@@ -43,10 +44,18 @@ def load(spec: str = "builtin", device=None, dtype=None):
         from engine.sglang import SGLangEngine
 
         return SGLangEngine(spec)
-    folder = resolve_builtin() if spec == "builtin" else Path(spec).expanduser()
+    from engine import hub
+
+    if spec == "builtin":
+        folder = resolve_builtin()
+    elif hub.is_hub_id(spec):
+        folder = hub.resolve(spec)
+    else:
+        folder = Path(spec).expanduser()
     if not folder.is_dir():
         raise EngineError(
-            f"--model {spec!r}: not a checkpoint folder, 'builtin', dice://HOST:PORT or sglang://HOST:PORT"
+            f"--model {spec!r}: not a checkpoint folder, 'builtin', a Hub id (ORG/NAME), dice://HOST:PORT "
+            "or sglang://HOST:PORT"
         )
     from engine.local import LocalEngine  # torch: only once there is a model to load
 

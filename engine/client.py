@@ -14,6 +14,7 @@ import sys
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from engine import hub
 from engine.frames import encode_frame, read_frame_async
 from engine.base import CancelFn, EngineBase, ProgressFn
 from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Request, request_to_wire
@@ -113,6 +114,12 @@ class AsyncEngine(EngineBase):
             command += ["--device", self.device]
         if self.dtype:
             command += ["--dtype", self.dtype]
+        env = None
+        if hub.is_hub_id(self.spec):
+            # Download here, where stderr is the user's terminal (huggingface_hub's progress
+            # bars); the worker then reads the same snapshot from the cache, offline.
+            await asyncio.to_thread(hub.resolve, self.spec)
+            env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         self._stderr.clear()
         self._process = await asyncio.create_subprocess_exec(
             *command,
@@ -120,6 +127,7 @@ class AsyncEngine(EngineBase):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=1 << 20,
+            env=env,
         )
         self._writer = self._process.stdin
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._process.stderr))

@@ -16,7 +16,8 @@ def _add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default="builtin",
-        help="builtin (default), a checkpoint folder, dice://HOST:PORT or sglang://HOST:PORT",
+        help="builtin (default), a checkpoint folder, a Hugging Face Hub id (ORG/NAME[@REVISION]), "
+        "dice://HOST:PORT or sglang://HOST:PORT",
     )
 
 
@@ -115,12 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--infill", metavar="FILE.json", help="run the infilling variant on these records")
     p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
     p.add_argument("--resume", action="store_true", help="continue a run that stopped, from --out")
-    p.add_argument(
-        "--judge",
-        metavar="ray|ray://HEAD:PORT",
-        help="judge on a Ray cluster: builds on its CPUs, each problem on a free GPU (`ray`: a local cluster; "
-        "needs the cluster extra); default: this machine's GPUs",
-    )
     p.add_argument(
         "--solutions",
         metavar="SOLDIR",

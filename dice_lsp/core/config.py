@@ -75,7 +75,7 @@ class _Field:
 _FIELDS: dict[str, _Field] = {
     "model": _Field(
         "model",
-        'a non-empty string: "builtin", a checkpoint folder, dice://HOST:PORT or sglang://HOST:PORT',
+        'a non-empty string: "builtin", a checkpoint folder, a Hub id (ORG/NAME), dice://HOST:PORT or sglang://HOST:PORT',
         lambda v: isinstance(v, str) and v.strip() != "",
         str.strip,
     ),

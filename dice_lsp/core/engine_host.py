@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 MODEL_CHOICES = (
     '"builtin" (the model shipped with dice-lsp), a checkpoint folder (config.json, *.safetensors '
-    "and tokenizer files), dice://HOST:PORT (a `dice engine serve`) or sglang://HOST:PORT"
+    "and tokenizer files), a Hugging Face Hub id (ORG/NAME, downloaded once into the Hugging Face cache), "
+    "dice://HOST:PORT (a `dice engine serve`) or sglang://HOST:PORT"
 )
 HOW_TO_SET_MODEL = f'Set the "dice.model" setting to {MODEL_CHOICES}.'
 

@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
     p.add_argument("--resume", action="store_true", help="continue a run that stopped, from --out")
     p.add_argument(
+        "--judge",
+        metavar="ray|ray://HEAD:PORT",
+        help="judge on a Ray cluster: builds on its CPUs, each problem on a free GPU (`ray`: a local cluster; "
+        "needs the cluster extra); default: this machine's GPUs",
+    )
+    p.add_argument(
         "--solutions",
         metavar="SOLDIR",
         help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "

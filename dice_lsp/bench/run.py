@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -205,17 +206,29 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
     progress = ProblemProgress(len(todo), "generating")
     make_candidates = (solution_candidates(args.solutions) if args.solutions
                        else model_candidates(plan, args, progress))
-    for task in todo:
+
+    def attempt(task: Task) -> TaskRecord:
         progress.note(task.name)
         try:
-            record = TaskRecord(task.name, task.level, task.path, "generated", make_candidates(task))
+            return TaskRecord(task.name, task.level, task.path, "generated", make_candidates(task))
         except BenchError:
             raise
         except Exception as exc:  # one problem's engine failure is that problem's result
-            record = TaskRecord(task.name, task.level, task.path, "error", error=f"generation failed: {exc}")
-        run.tasks[task.name] = record
-        bench_results.save(run, plan.out_dir)
-        progress.advance(task.name)
+            return TaskRecord(task.name, task.level, task.path, "error", error=f"generation failed: {exc}")
+
+    # An engine that serves many requests at once (an SGLang server or router) gets that many
+    # problems in flight; each is recorded in the run's order as it finishes.
+    in_flight = getattr(make_candidates, "in_flight", 1)
+    pool = ThreadPoolExecutor(in_flight, thread_name_prefix="dice-bench-generate") if in_flight > 1 else None
+    records = pool.map(attempt, todo) if pool is not None else map(attempt, todo)
+    try:
+        for task, record in zip(todo, records):
+            run.tasks[task.name] = record
+            bench_results.save(run, plan.out_dir)
+            progress.advance(task.name)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def model_candidates(plan: Plan, args: argparse.Namespace,
@@ -231,16 +244,16 @@ def model_candidates(plan: Plan, args: argparse.Namespace,
         def on_progress(p: Progress) -> None:
             progress.note(f"{task.name}: {p.phase} block {p.block}/{p.blocks}, {p.tokens} tokens")
 
-        options["on_progress"] = on_progress
         return [
             CandidateRecord(
                 text=c.text,
                 generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
                             "finish_reason": c.finish_reason},
             )
-            for c in task.generate(engine, plan.settings["candidates"], **options)
+            for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress)
         ]
 
+    make.in_flight = getattr(engine, "parallel_requests", 1)  # type: ignore[attr-defined]
     return make
 
 

@@ -12,14 +12,16 @@ import sys
 import time
 from typing import Any, TextIO
 
+from dice_lsp.bench.stats import counted
+
 PHASES = ("queued", "building", "waiting for GPU", "timing", "done")
 
 
 def verdict_words(verdicts: list[dict[str, Any]], error: str | None = None) -> str:
-    """A problem's outcome in a few words: its best candidate's."""
+    """A problem's outcome in a few words: its best counted candidate's, else its statuses."""
     if error is not None:
         return f"error: {error[:80]}"
-    correct = [v for v in verdicts if v.get("correct") is True]
+    correct = [v for v in verdicts if counted(v) and v.get("correct") is True]
     if correct:
         timed = [v["speedup"] for v in correct if v.get("speedup") is not None]
         return f"correct, {max(timed):.2f}x" if timed else "correct"

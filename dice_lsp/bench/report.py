@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from dice_lsp.bench.results import FINISHED_STATES, TaskRecord
-from dice_lsp.bench.stats import EAGER, Table, outcome
+from dice_lsp.bench.stats import EAGER, Table, not_counted_words, outcome
 
-COLUMNS = ("level", "problems", "compiled", "correct", "fast_1", "fast_2", "geomean")
+COLUMNS = ("level", "problems", "compiled", "correct", "fast_1", "fast_2", "geomean", "not counted")
 
 
 def _count(n: int | None, total: int) -> str:
@@ -20,16 +20,20 @@ def _share(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def format_table(table: Table, *, gpu: str | None, candidates: int, model: str, baseline: str) -> str:
-    """A plain-text table; '-' marks what was not measured, and the header says why."""
+def format_table(table: Table, *, gpu: str | None, candidates: int, model: str, baseline: str,
+                 protocol: str) -> str:
+    """A plain-text table; '-' marks what was not measured, and the header says why. The last
+    column counts the candidates whose measurement proves nothing (dice_lsp.bench.stats)."""
     header = (
         f"dice bench | {model} | best of {candidates} candidate(s) per problem | "
-        f"GPU: {gpu or 'no GPU'} | speedup vs {baseline}"
+        f"GPU: {gpu or 'no GPU'} | speedup vs {baseline} | protocol: {protocol}"
     )
     lines = [header]
     if table.note:
         lines.append(f"  ({table.note})")
     lines.append("  fast_p = share of problems with a correct candidate whose median speedup > p")
+    lines.append("  counted: proven verdicts only; not counted: candidates measured impossible, suspicious, "
+                 "unstable or unproven, or flagged")
     cells = [list(COLUMNS)]
     for r in table.rows:
         cells.append([
@@ -40,6 +44,7 @@ def format_table(table: Table, *, gpu: str | None, candidates: int, model: str, 
             _share(r.fast_1),
             _share(r.fast_2),
             "-" if r.geomean_speedup is None else f"{r.geomean_speedup:.2f}x",
+            not_counted_words(r.not_counted) or "-",
         ])
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     for row in cells:

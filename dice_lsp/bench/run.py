@@ -14,8 +14,13 @@ being timed. One bad problem (unreadable, engine error, judge crash or timeout) 
 with its reason and the run goes on.
 
 Then it prints a table per level (dice_lsp.bench.stats: problems, compiled, correct,
-fast_1, fast_2, geometric-mean speedup; against eager PyTorch and, where it worked,
-torch.compile), writes OUT/speedups.png, and with --json prints the summary object.
+fast_1, fast_2, geometric-mean speedup, and the candidates not counted because their
+measurement proves nothing; against eager PyTorch and, where it worked, torch.compile),
+writes OUT/speedups.png, and with --json prints the summary object.
+
+`--protocol` (profiler.protocol) says how candidates are judged: ours (dice-lsp) or DICE's
+evaluation (dice), whose extraction also decides which answers are judged at all
+(dice_lsp.bench.extraction). One results folder holds one protocol.
 """
 
 from __future__ import annotations
@@ -29,14 +34,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from dice_lsp.bench import results as bench_results
+from dice_lsp.bench.extraction import fail_rejected
 from dice_lsp.bench.judge import JudgeJob, JudgePool, worker_slots
 from dice_lsp.bench.problems import discover
 from dice_lsp.bench.progress import JudgeProgress, verdict_words
 from dice_lsp.bench.report import format_table, write_chart
 from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
-from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, table
+from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
+from profiler.protocol import protocol as judging_protocol
 
 if TYPE_CHECKING:
     from engine.types import Progress
@@ -111,6 +119,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         "max_tokens": args.max_tokens,
         "preset": args.preset,
         "temperature": sampling_temperature(args),
+        "protocol": args.protocol,
     }
     return Plan(tasks, settings, Path(args.out or DEFAULT_OUT), notes)
 
@@ -164,6 +173,12 @@ def open_run(plan: Plan, *, resume: bool) -> RunRecord:
         run = bench_results.load(plan.out_dir)
     except (OSError, ValueError) as exc:
         raise BenchError(f"cannot resume: {exc}") from exc
+    # A run from before --protocol existed was judged by ours.
+    was = run.settings.get("protocol") or DEFAULT_PROTOCOL
+    if was != plan.settings["protocol"]:
+        raise BenchError(f"cannot resume {results}: its verdicts were judged under protocol {was!r}, not "
+                         f"{plan.settings['protocol']!r}, and one results folder holds one protocol's verdicts; "
+                         f"pass --protocol {was} to continue it, or choose another --out")
     differing = [k for k in RESUME_KEYS if run.settings.get(k) != plan.settings.get(k)]
     if differing:
         was = ", ".join(f"{k}={run.settings.get(k)!r}" for k in differing)
@@ -248,7 +263,7 @@ def model_candidates(plan: Plan, args: argparse.Namespace,
             CandidateRecord(
                 text=c.text,
                 generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
-                            "finish_reason": c.finish_reason},
+                            "finish_reason": c.finish_reason, "extraction": c.extraction},
             )
             for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress)
         ]
@@ -283,12 +298,14 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None
     """Phase 2: judge every generated problem, in worker processes that build ahead and time
     in order (dice_lsp.bench.judge); each problem is saved as soon as it is judged."""
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
+    protocol = judging_protocol(plan.settings["protocol"])
     jobs: list[tuple[Task, list[str]]] = []
     for task in todo:
         record = run.tasks[task.name]
+        fail_rejected(record.candidates, protocol)  # answers the protocol does not judge
         try:
             # Identical candidates are judged once: the verdict would be the same.
-            documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates))
+            documents = list(dict.fromkeys(task.document(c.text) for c in record.candidates if c.verdict is None))
         except Exception as exc:  # e.g. a problem file edited into nonsense before a resume
             record.state, record.error = "error", f"cannot put the candidates into the problem: {exc}"
             continue
@@ -301,7 +318,7 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None
     progress = JudgeProgress([task.name for task, _ in jobs])
     pool = judge_pool(judge_on)
     with pool:
-        answers = pool.judge_all([JudgeJob(t.baseline, d, t.path, time_limit) for t, d in jobs],
+        answers = pool.judge_all([JudgeJob(t.baseline, d, t.path, time_limit, protocol.name) for t, d in jobs],
                                  on_phase=lambda index, phase: progress.phase(jobs[index][0].name, phase))
         for index, answer in answers:
             task, documents = jobs[index]
@@ -332,13 +349,15 @@ def judge_pool(judge_on: str | None) -> Any:
 
 
 def record_answer(task: Task, record: TaskRecord, documents: list[str], answer: dict[str, Any]) -> None:
-    """A worker's answer into the problem's record: each candidate's verdict, the profile."""
+    """A worker's answer into the problem's record: the verdict of each candidate that was
+    judged (those without one yet), the profile."""
     verdict_of = dict(zip(documents, answer["verdicts"]))
-    for candidate in record.candidates:
-        candidate.verdict = verdict_of[task.document(candidate.text)]
+    judged = [i for i, c in enumerate(record.candidates) if c.verdict is None]
+    for i in judged:
+        record.candidates[i].verdict = verdict_of[task.document(record.candidates[i].text)]
     if answer["profile"] is not None:
         best_text = documents[answer["profile"]["candidate"]]
-        index = [task.document(c.text) for c in record.candidates].index(best_text)
+        index = next(i for i in judged if task.document(record.candidates[i].text) == best_text)
         record.profile = {**answer["profile"], "candidate": index}
     record.state = "done"
 
@@ -361,11 +380,12 @@ def summarize(plan: Plan, run: RunRecord) -> tuple[dict[str, Any], list[Table]]:
     tables = [t for t in (table(records, gpu, EAGER), table(records, gpu, TORCH_COMPILE)) if t]
     chart = write_chart(records, gpu, plan.out_dir / CHART_FILE)
     run.summary = {
-        **{k: plan.settings[k] for k in ("mode", "source", "model", "solutions", "candidates")},
+        **{k: plan.settings[k] for k in ("mode", "source", "model", "solutions", "candidates", "protocol")},
         "gpu": gpu,
         "problems": len(records),
         "most_candidates": max((len(r.candidates) for r in records), default=0),
         "errors": [{"name": r.name, "error": r.error} for r in records if r.state == "error"],
+        "not_counted": not_counted_candidates(records),
         "baseline": baseline_words(plan),
         "torch_compile": "timed" if len(tables) > 1 else "not timed (no GPU, or torch.compile failed)",
         "tables": [t.to_json() for t in tables],
@@ -373,6 +393,16 @@ def summarize(plan: Plan, run: RunRecord) -> tuple[dict[str, Any], list[Table]]:
         "chart": str(chart),
     }
     return run.summary, tables
+
+
+def not_counted_candidates(records: list[TaskRecord]) -> list[dict[str, Any]]:
+    """Each candidate measured but left out of the tables, with why (dice_lsp.bench.stats)."""
+    return [
+        {"name": r.name, "candidate": i, "reason": reason, "message": c.verdict.get("message", "")}
+        for r in records if r.state == "done"
+        for i, c in enumerate(r.candidates)
+        if c.verdict is not None and (reason := left_out(c.verdict)) is not None
+    ]
 
 
 def baseline_words(plan: Plan) -> str:
@@ -387,9 +417,13 @@ def human_report(summary: dict[str, Any], tables: list[Table]) -> str:
     for t in tables:
         words = summary["baseline"] if t.baseline == EAGER else "torch.compile(Model)"
         blocks.append(format_table(t, gpu=summary["gpu"], candidates=summary["most_candidates"], model=model,
-                                   baseline=words))
+                                   baseline=words, protocol=summary["protocol"]))
     if summary["torch_compile"] != "timed":
         blocks.append(f"torch.compile baseline: {summary['torch_compile']}")
+    if summary["not_counted"]:
+        blocks.append(f"{len(summary['not_counted'])} candidate(s) not counted (their measurement proves nothing):")
+        blocks += [f"  {n['name']} candidate {n['candidate'] + 1}: {n['reason']}: {n['message'][:160]}"
+                   for n in summary["not_counted"]]
     if summary["errors"]:
         blocks.append(f"{len(summary['errors'])} problem(s) failed:")
         blocks += [f"  {e['name']}: {e['error']}" for e in summary["errors"]]

@@ -50,8 +50,9 @@ RESCAN_S = 0.5
 
 
 def best_correct(verdicts: list[Any]) -> int | None:
-    """Index of the correct, timed candidate with the largest speedup."""
-    timed = [(v.speedup, i) for i, v in enumerate(verdicts) if v.correct and v.speedup is not None]
+    """Index of the proven correct, timed candidate with the largest speedup (a verdict whose
+    measurement proves nothing is not profiled: it does not count in the tables)."""
+    timed = [(v.speedup, i) for i, v in enumerate(verdicts) if v.proven and v.correct and v.speedup is not None]
     return max(timed)[1] if timed else None
 
 
@@ -214,7 +215,7 @@ class Pipeline:
         if job["id"] not in self.problems:
             self.problems[job["id"]] = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"],
                                                           should_cancel=self.stopping.is_set,
-                                                          on_phase=self.pause.on_phase)
+                                                          on_phase=self.pause.on_phase, protocol=_protocol(job))
         return self.problems[job["id"]]
 
     def _plan_builds(self, job: dict, nice: int) -> None:
@@ -243,7 +244,7 @@ class Pipeline:
         if not profiler.is_kernelbench(job["path"]):
             self.events.phase(job["id"], "timing")
             verdicts = profiler.judge(job["baseline"], job["documents"], job["path"], time_limit=job["time_limit"],
-                                      should_cancel=self.stopping.is_set)
+                                      should_cancel=self.stopping.is_set, protocol=_protocol(job))
             return {"verdicts": [v.to_json() for v in verdicts], "profile": None}
         problem = self._problem(job)
         try:
@@ -296,6 +297,12 @@ class Pipeline:
         self.pool.shutdown(wait=True, cancel_futures=True)
         for problem in self.problems.values():
             problem.close()
+
+
+def _protocol(job: dict) -> Any:
+    from profiler.protocol import protocol
+
+    return protocol(job.get("protocol"))
 
 
 def hard_deadline(jobs: list[dict]) -> float:

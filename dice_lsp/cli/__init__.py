@@ -142,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds per candidate for checks and timing; builds have their own limit (default 60)",
     )
+    p.add_argument(
+        "--protocol",
+        choices=("dice-lsp", "dice"),
+        default="dice-lsp",
+        help="how candidates are judged: dice-lsp (default: tolerances per dtype, 4 input sets, adaptive timing) "
+        "or dice (DICE's evaluation: allclose 1e-2, 5 input sets, 100 timed runs; an answer without DICE's "
+        "code fence fails)",
+    )
     _add_preset(p, "dice")
     _add_model(p)
     _add_json(p)

@@ -4,10 +4,13 @@ Client) or `--judge HEAD:6379` (from a machine of the cluster).
 
 Each problem is two Ray tasks:
 - `build_ahead` (CPU, BUILD_CPUS): its candidates' load_inline builds, as the local worker
-  builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden). It lands where
-  Ray finds free CPUs; what it builds stays in that machine's build store, so the verdict is
-  placed on the same machine when it has a free GPU (a soft preference: elsewhere it builds
-  again). Building decides nothing, as locally.
+  builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the
+  machine's GPU, so nothing is built on a machine without one). It lands where Ray finds free
+  CPUs; what it builds stays in that machine's build store (on disk where sandboxes are
+  isolated: profiler.sandbox.builds), so the verdict is placed on the same machine when it has
+  a free GPU (a soft preference: elsewhere it builds again). Building decides nothing, as
+  locally, and while a verdict measures on that machine its builds stop (SIGSTOP), as the
+  local worker stops its own (worker.builders_beside).
 - `judge_on_gpu` (one GPU): the problem judged by the local judge worker (JudgePool with
   the one GPU Ray gave the task), with the same sandbox, the same trust rules and the same
   wall-clock limit as `dice bench` on one machine; the verdicts are the worker's.
@@ -26,8 +29,11 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dice_lsp.bench.judge import JudgeError, JudgeJob, PhaseFn
@@ -51,22 +57,48 @@ def ray_address(spec: str) -> str | None:
     return None if spec == LOCAL else spec
 
 
+def builders_dir() -> Path:
+    """This machine's folder of running build tasks (an empty file per process id), which
+    the judge worker reads to stop their builds while it measures (worker.builders_beside).
+    Yours alone: a process id planted there would be stopped."""
+    folder = Path(tempfile.gettempdir()) / f"dice-ray-builders-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    facts = folder.stat()
+    if facts.st_uid != os.getuid() or facts.st_mode & 0o077:
+        raise PermissionError(f"{folder} is not yours alone")
+    return folder
+
+
 def build_ahead(job: dict) -> dict[str, Any]:
-    """The problem's candidates built on this machine (nothing without a GPU to build for)."""
+    """The problem's candidates built on this machine (nothing without a GPU to build for),
+    at the local worker's build niceness, in a thread of their own (a thread's niceness
+    never comes down, and this process may judge next), registered so that a judge worker
+    measuring on this machine stops them meanwhile."""
     import profiler
     import ray
+    from dice_lsp.bench.worker import NICE, _nice_this_thread
     from profiler.judge import KernelBenchProblem
 
-    built = 0
+    built: list[str] = []
     if profiler.is_kernelbench(job["path"]):
         problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"])
-        try:
+        mark = builders_dir() / str(os.getpid())
+
+        def build_all() -> None:
+            _nice_this_thread(NICE)
             for candidate in problem.buildable(job["documents"]):
                 problem.build(candidate)
-                built += 1
+                built.append(candidate)
+
+        mark.touch()
+        try:
+            builder = threading.Thread(target=build_all, name="dice-ray-build")
+            builder.start()
+            builder.join()
         finally:
+            mark.unlink(missing_ok=True)
             problem.close()
-    return {"node": ray.get_runtime_context().get_node_id(), "built": built}
+    return {"node": ray.get_runtime_context().get_node_id(), "built": len(built)}
 
 
 def judge_on_gpu(job: dict) -> dict[str, Any]:
@@ -75,6 +107,9 @@ def judge_on_gpu(job: dict) -> dict[str, Any]:
     import ray
     from dice_lsp.bench.judge import run_worker
 
+    from dice_lsp.bench.worker import BUILDERS_ENV
+
+    os.environ[BUILDERS_ENV] = str(builders_dir())  # inherited by the judge worker
     gpus = [str(g) for g in ray.get_gpu_ids()]
     # Ray puts the task's GPU in CUDA_VISIBLE_DEVICES; the worker is pinned to it.
     slot = os.environ.get("CUDA_VISIBLE_DEVICES") if gpus else None
@@ -196,7 +231,7 @@ class RayJudgePool:
                     yield problem.index, JudgeError(f"judging failed on the Ray cluster: {exc}")
                     continue
                 if kind == "build":
-                    problem.node = result["node"]
+                    problem.node = result["node"] if result["built"] else None
                     send_to_gpu(problem)
                     continue
                 yield problem.index, self._answer(problem, result)

@@ -45,6 +45,8 @@ BUILD_NICES = (FIRST_NICE, NICE)
 # torch.compile is compiling (CPU). From any other phase to the end of the run they stop.
 # A pre-started sandbox (profiler.sandbox.pool) reports its warm-up phases at its claim.
 BUILDS_MAY_RUN = ("start-up", "warm-up", "ready", "load baseline", "compile", "compile baseline", "torch.compile")
+# Names a folder of build processes beside this worker (builders_beside).
+BUILDERS_ENV = "DICE_BUILDERS_DIR"
 # How often stopped builds are looked for again (a build thread may start one meanwhile).
 RESCAN_S = 0.5
 
@@ -78,6 +80,17 @@ class Events:
                 return
             self.phases[job_id] = phase
         self.send({"id": job_id, "phase": phase})
+
+
+def builders_beside() -> list[int]:
+    """Processes of this machine, outside this worker, whose builds stop too while a run
+    measures: Ray's build tasks (dice_lsp.bench.ray_judge), each an empty file named by its
+    process id in the folder BUILDERS_ENV names."""
+    folder = os.environ.get(BUILDERS_ENV)
+    try:
+        return [int(name) for name in os.listdir(folder)] if folder else []
+    except (OSError, ValueError):
+        return []
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -135,15 +148,16 @@ class BuildPause:
         with self.lock:
             if not self.held.is_set():
                 return
-            for pid in descendants(me):
-                facts = _stat(pid)
-                if facts is None or pid in self.stopped or facts[0] == me or facts[1] not in BUILD_NICES:
-                    continue
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                    self.stopped.add(pid)
-                except ProcessLookupError:
-                    pass
+            for builder in (me, *builders_beside()):
+                for pid in descendants(builder):
+                    facts = _stat(pid)
+                    if facts is None or pid in self.stopped or facts[0] == builder or facts[1] not in BUILD_NICES:
+                        continue
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                        self.stopped.add(pid)
+                    except (ProcessLookupError, PermissionError):
+                        pass
 
     def _rescan(self) -> None:
         while not self.closed:

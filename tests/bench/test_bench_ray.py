@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -122,3 +123,41 @@ def test_a_ray_worker_killed_mid_judging_loses_no_problem(cluster, control_probl
     assert placed["lost"][0].startswith(("WorkerCrashedError", "NodeDiedError", "ObjectLostError"))
     assert said == [f"19_ReLU.py: the Ray worker judging it died ({placed['lost'][0]}); judging it again "
                     f"(attempt 2 of {MAX_ATTEMPTS})"]
+
+
+def state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_judge_worker_measuring_stops_the_builds_of_ray_build_tasks_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dice_lsp.bench.worker import BUILDERS_ENV, BuildPause
+    from profiler.sandbox.keeper import descendants
+
+    # A build task's shape: the task's process, a sandbox keeper below it, and the build
+    # (here a sleep) at the build niceness below that.
+    builder = subprocess.Popen(["sh", "-c", "sh -c 'nice -n 19 sleep 60 & wait' & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        builds: list[int] = []
+        while not builds and time.monotonic() < deadline:
+            builds = [p for p in descendants(builder.pid) if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sleep")]
+            time.sleep(0.05)
+        (build,) = builds
+        folder = tmp_path / "builders"
+        folder.mkdir(mode=0o700)
+        (folder / str(builder.pid)).touch()
+        monkeypatch.setenv(BUILDERS_ENV, str(folder))
+        pause = BuildPause()
+        try:
+            pause.hold()
+            assert state_of(build) == "T"  # stopped while the run measures
+            assert state_of(builder.pid) != "T"  # the task and its keeper go on
+            pause.release()
+            assert state_of(build) != "T"
+        finally:
+            pause.close()
+    finally:
+        os.killpg(builder.pid, signal.SIGKILL)
+        builder.wait()

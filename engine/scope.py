@@ -13,7 +13,8 @@ and on one line when the selection is inside one line (the text before it on its
 after it on its line are both there: the README's `--range 12:9-12:32`), ending as a line of
 code does. Before ranking, a candidate that runs on past the selection is cut where it ends
 (`cut_to_span`): after its first whole line for a one-line selection, before a line that
-repeats the suffix's first line for any selection.
+repeats the suffix's first line for any selection, where the rest of the line begins for a
+selection that cuts a line, and never past the end of the function the selection is in.
 
 A selection whose suffix reads a name nothing declares (`needed_names`) held its declaration.
 `usage_type` says what type the suffix uses that name as (an index: an integer; set to `true`:
@@ -327,6 +328,48 @@ def inside_one_line(prefix: str, suffix: str) -> bool:
     return not prefix.endswith("\n") and suffix.split("\n", 1)[0].strip() == "" and "\n" in suffix
 
 
+def line_rest(suffix: str) -> str:
+    """The code after the selection on its last line ("" where the selection runs to the line's
+    end): a selection that cuts a statement, `y[i] = a * ` before `x[i] + y[i];`, has one."""
+    return suffix.split("\n", 1)[0].strip()
+
+
+def _function_exit(fill: str, prefix: str, suffix: str) -> int | None:
+    """Where the fill closes the outermost bracket the selection is in (the function's body, for
+    a selection in a function) while the suffix still closes it: the offset of that closer in
+    `fill`, or None where the fill stays inside (or the file's brackets say nothing)."""
+    context = _context_brackets(prefix, suffix)
+    if context is None or not context[0] or not context[1] or context[0][0] != context[1][0]:
+        return None
+    depth, closers = len(context[0]), set(PAIRS.values())
+    for at, ch in enumerate(COMMENT_OR_STRING.sub(lambda m: " " * len(m.group(0)), fill)):
+        if ch in PAIRS:
+            depth += 1
+        elif ch in closers:
+            depth -= 1
+            if depth == 0:
+                return at
+    return None
+
+
+def _rest_repeated(fill: str, prefix: str, suffix: str) -> int | None:
+    """For a selection that cuts a line (line_rest), the offset where a line of the fill ends
+    with that line's rest after a head that is not blank and closes in context: the model wrote
+    the selection and then the code after it, which the suffix has. None where no line does."""
+    rest = line_rest(suffix)
+    if not rest:
+        return None
+    start = 0
+    for line in fill.split("\n"):
+        code = line.rstrip()
+        if code.endswith(rest) and code[:len(code) - len(rest)].strip():   # the rest, after code on its line
+            head = fill[:start + len(code) - len(rest)]
+            if head.strip() and closes_in_context(head, prefix, suffix):
+                return len(head)
+        start += len(line) + 1
+    return None
+
+
 LINE_ENDS = (";", "{", "}", ")", ":", "else")
 
 
@@ -392,7 +435,21 @@ def cut_to_span(fill: str, prefix: str, suffix: str) -> str:
     non-blank line where the fill up to it is balanced (a block body followed by the `}` the
     suffix starts with). Any other fill is returned as it is, but for a selection inside one line
     without the line break that ends its one line of code (a row that span_ended stopped there):
-    the selection has no line break, and the user's line would gain an empty one."""
+    the selection has no line break, and the user's line would gain an empty one.
+
+    Before all that, two cuts keep a fill inside the selection's function: a fill that closes
+    the function's body (which the suffix closes) is cut before that line, and for a selection
+    that cuts a line (line_rest: `y[i] = a * ` of `y[i] = a * x[i] + y[i];`), a fill that goes
+    on to write the rest of the line (and then the code after it, a second copy of the function)
+    is cut where that rest begins."""
+    exit_at = _function_exit(fill, prefix, suffix)
+    if exit_at is not None and fill[:fill.rfind("\n", 0, exit_at) + 1].strip():
+        # Up to the line break before that line, which stays unless the suffix brings its own.
+        line_break = fill.rfind("\n", 0, exit_at)
+        fill = fill[:line_break] if suffix.lstrip(" \t").startswith("\n") else fill[:line_break + 1]
+    rest_at = _rest_repeated(fill, prefix, suffix)
+    if rest_at is not None:
+        return fill[:rest_at]
     if "\n" not in fill:
         return fill
     text = fill.strip()
@@ -438,6 +495,12 @@ def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     line, and a tail the suffix starts with can only begin past it or at blank lines. Otherwise
     (no such line yet, a blank or unbalanced first line) the answer is not ended: the model goes
     on to its stop token or max_tokens."""
+    complete = answer[:answer.rfind("\n") + 1]   # the lines that will not change
+    exit_at = _function_exit(complete, prefix, suffix)
+    if exit_at is not None and complete[:complete.rfind("\n", 0, exit_at) + 1].strip():
+        return True   # cut_to_span cuts before the line that leaves the function
+    if _rest_repeated(complete, prefix, suffix) is not None:
+        return True   # cut_to_span cuts where the rest of the selection's line begins
     lines = answer.split("\n")
     if inside_one_line(prefix, suffix):
         return len(lines) > 1 and bool(lines[0].strip()) and closes_in_context(lines[0].strip(), prefix, suffix)

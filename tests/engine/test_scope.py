@@ -612,3 +612,35 @@ def test_an_invented_name_is_replaced_by_a_name_of_the_file_the_model_chooses():
         name = c.text.removeprefix("out[2] = ").split(";")[0].split(" + ")[0]
         assert name in file_names(prefix, suffix)
         assert c.text in (f"out[2] = {name};", f"out[2] = {name} + {name};")
+
+
+SAXPY_HEAD = ("__global__ void saxpy(float a, const float* x, float* y, int n)\n{\n"
+              "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {\n        ")
+SAXPY_REST = "x[i] + y[i];\n    }\n}\n"
+SECOND_COPY = ("\n    }\n}\n\n__global__ void blend(float alpha, const float* x, float* y, int n)\n{\n"
+               "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {")
+
+
+def test_a_selection_that_cuts_a_statement_keeps_its_fill_inside_the_function():
+    """`y[i] = a * ` selected out of `y[i] = a * x[i] + y[i];`: the model writes the statement,
+    then the lines after it and a second copy of the function. The fill is cut where the rest
+    of the line begins; decoding may stop once a whole line shows it."""
+    ran_on = "y[i] = a * x[i] + y[i];" + SECOND_COPY
+    assert cut_to_span(ran_on, SAXPY_HEAD, SAXPY_REST) == "y[i] = a * "
+    assert cut_to_span("y[i] = a * x[i] + y[i];", SAXPY_HEAD, SAXPY_REST) == "y[i] = a * "
+    assert span_ended("y[i] = a * x[i] + y[i];\n", SAXPY_HEAD, SAXPY_REST)
+    assert not span_ended("y[i] = a * x[i] + y", SAXPY_HEAD, SAXPY_REST)
+    # Only the rest after code on its line counts: a fill that is just the rest is left alone.
+    assert cut_to_span("x[i] + y[i];", SAXPY_HEAD, SAXPY_REST) == "x[i] + y[i];"
+
+
+def test_a_fill_that_closes_the_function_is_cut_before_that_line():
+    """Whatever else it writes, a fill does not close the body of the function the selection is
+    in (the suffix closes it): no second function from a fill."""
+    fill = "y[i] = 2.0f * x[i];" + SECOND_COPY
+    cut = cut_to_span(fill, SAXPY_HEAD, SAXPY_REST)
+    assert "__global__" not in cut and cut.startswith("y[i] = 2.0f * x[i];")
+    assert span_ended(fill + "\n", SAXPY_HEAD, SAXPY_REST)
+    # A selection of the function's own closing brace may close it.
+    prefix, suffix = "__global__ void k(float* y) {\n    y[0] = 1;\n", "\nint main() { return 0; }\n"
+    assert cut_to_span("}\n", prefix, suffix) == "}\n"

@@ -86,6 +86,17 @@ def test_missing_model_says_how_to_pass_one(dice, tmp_path: Path):
     assert "Pass --model \"builtin\"" in run.stderr
 
 
+def test_a_range_that_cuts_a_statement_gets_fills_inside_its_function(dice, tmp_path: Path):
+    """The built-in model on `y[i] = a * ` of saxpy's `y[i] = a * x[i] + y[i];`: it tends to
+    write the statement, close the function and start another; every candidate stays inside."""
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    run = dice("fill", str(path), "--range", "12:9-12:20", "--json")
+    assert run.returncode == 0, run.stderr
+    for candidate in json.loads(run.stdout)["candidates"]:
+        assert "__global__" not in candidate["text"] and "\n}" not in candidate["text"], candidate["text"]
+
+
 def _verdicts(*statuses: str) -> list[Verdict]:
     return [dataclasses.replace(Verdict.failed(status, status, compiled=status != "compile_error"),
                                 correct=True if status == "not_faster" else None if status != "wrong" else False)

@@ -40,6 +40,8 @@ from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress
 
 CANCEL_POLL_S = 0.1
 CONNECT_TIMEOUT_S = 10.0
+# An abort is a short request; a cancel does not wait for it.
+ABORT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 600.0
 # SDAR's mask token (id 151669 in its tokenizer, SGLang's `mask_id` for SDARForCausalLM).
 MASK_TOKEN = "<|MASK|>"
@@ -191,18 +193,18 @@ class SGLangEngine(EngineBase):
     def info(self) -> EngineInfo:
         return EngineInfo(self.spec, self.base, SDAR_BLOCK_SIZE, "chat", "")
 
-    def _connect(self) -> http.client.HTTPConnection:
+    def _connect(self, timeout: float = REQUEST_TIMEOUT_S) -> http.client.HTTPConnection:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT_S)
         try:
             connection.connect()
         except OSError as exc:
             raise EngineError(f"SGLang at {self.base}: cannot connect within {CONNECT_TIMEOUT_S:.0f} s: {exc}") from exc
         # Connecting has its own short timeout; the answer may take minutes.
-        connection.sock.settimeout(REQUEST_TIMEOUT_S)
+        connection.sock.settimeout(timeout)
         return connection
 
-    def _post_json(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        connection = self._connect()
+    def _post_json(self, path: str, body: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> tuple[int, bytes]:
+        connection = self._connect(timeout)
         try:
             connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
             response = connection.getresponse()
@@ -237,13 +239,17 @@ class SGLangEngine(EngineBase):
         return candidate_from_output(output, task, time.perf_counter() - started)
 
     def _abort(self, rids: list[str]) -> None:
-        """Ask the server to drop the requests (best effort: closing their connections makes
-        SGLang abort them too)."""
-        for rid in rids:
+        """Ask the server to drop the requests, each in the background (best effort: closing
+        their connections makes SGLang abort them too)."""
+
+        def send(rid: str) -> None:
             try:
-                self._post_json("/abort_request", abort_request(rid))
+                self._post_json("/abort_request", abort_request(rid), ABORT_TIMEOUT_S)
             except (OSError, http.client.HTTPException, EngineError):
                 pass
+
+        for rid in rids:
+            threading.Thread(target=send, args=(rid,), daemon=True, name="dice-sglang-abort").start()
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         task = request_task(request, "chat", None)
@@ -274,10 +280,10 @@ class SGLangEngine(EngineBase):
                 failed = [f for f in done if f.exception() is not None]
                 cancelled = should_cancel is not None and should_cancel()
                 if (failed or cancelled) and pending:
+                    self._abort([rid for rid, f in zip(rids, futures) if f in pending])
                     for held in connections:
                         for connection in held:
                             hang_up(connection)
-                    self._abort([rid for rid, f in zip(rids, futures) if not f.done()])
                 if cancelled:
                     raise Cancelled("cancelled")
                 if failed:

@@ -3,12 +3,15 @@ request classes and contract check, the answers it reads are built the way SGLan
 them, and the `dice` preset's schedule is checked on SGLang's LowConfidence algorithm.
 
 SGLang's package (0.5.23) pins torch 2.14.1 and a GPU serving stack, so it is installed
-without its dependencies (`pip install --no-deps sglang==0.5.23`; the test extra brings what
-its request classes import). Without it these tests skip and say so."""
+without its dependencies (`pip install --no-deps sglang==0.5.23`; the sglang-contract extra
+brings what its request classes import). Without it the tests that need it skip and say so."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 
 import pytest
 
@@ -16,7 +19,7 @@ import engine
 from engine import prompts
 from engine.sglang import (DICE_DLLM_ALGORITHM, DICE_DLLM_CONFIG, MASK_TOKEN, abort_request, candidate_from_output,
                            dllm_config_yaml, generate_request, last_output, launch_command, stream_events)
-from engine.types import EngineError, Sampling
+from engine.types import Cancelled, EngineError, Sampling
 
 try:
     from sglang.srt.entrypoints.api_contract import generate_contract_error
@@ -24,9 +27,12 @@ try:
     from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_LENGTH, FINISH_MATCHED_TOKEN
     from sglang.srt.sampling.sampling_params import SamplingParams
     from sglang.srt.utils.json_response import dumps_json
+    WHY_NO_SGLANG = None
 except Exception as exc:  # noqa: BLE001 - ImportError, or a dependency that fails to load (torchvision on a CPU torch)
-    pytest.skip(f"SGLang's request classes cannot be imported ({type(exc).__name__}: {exc}); "
-                "pip install --no-deps sglang==0.5.23 and the test extra", allow_module_level=True)
+    WHY_NO_SGLANG = (f"SGLang's request classes cannot be imported ({type(exc).__name__}: {exc}); "
+                     "pip install -e '.[sglang-contract]' && pip install --no-deps sglang==0.5.23")
+
+needs_sglang = pytest.mark.skipif(WHY_NO_SGLANG is not None, reason=str(WHY_NO_SGLANG))
 
 SDAR_VOCAB = 151936  # SDAR's config.json vocab_size (Qwen3's)
 SDAR_MASK_ID = 151669
@@ -50,6 +56,7 @@ def admitted(body: dict) -> tuple[GenerateReqInput, SamplingParams]:
     return request, params
 
 
+@needs_sglang
 def test_each_candidate_is_one_streamed_request_sglang_accepts_as_meant():
     task = kernel_task()
     sampling = Sampling(temperature=0.6, top_k=20, top_p=0.95, seed=5)
@@ -67,6 +74,7 @@ def test_each_candidate_is_one_streamed_request_sglang_accepts_as_meant():
         SamplingParams(max_new_tokens=8, seed=5)
 
 
+@needs_sglang
 def test_dice_preset_request_is_greedy_for_sglang():
     _, params = admitted(generate_request(kernel_task(), 4096, Sampling.for_preset("dice"), "dice-d-0"))
     assert params.top_k == 1 and params.max_new_tokens == 4096 and params.sampling_seed is None
@@ -78,6 +86,7 @@ def test_no_mask_token_is_sent():
         generate_request(task, 16, Sampling(), "dice-m-0")
 
 
+@needs_sglang
 def test_abort_names_the_request_as_sglang_reads_it():
     abort = AbortReq(**abort_request("dice-r-1"))
     assert abort.rid == "dice-r-1" and abort.abort_all is False
@@ -90,6 +99,7 @@ def output(text: str, finish: dict, tokens: int, rid: str = "dice-r-0") -> dict:
                           "num_retractions": 0, "completion_tokens": tokens, "cached_tokens": 0}}
 
 
+@needs_sglang
 def test_answers_become_candidates_with_extracted_code():
     prefix = "__global__ void scale(float* x, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     suffix = "}\n"
@@ -104,6 +114,7 @@ def test_answers_become_candidates_with_extracted_code():
     assert found[0].tokens == 17 and found[0].seconds == 1.5
 
 
+@needs_sglang
 def test_an_aborted_answer_or_an_error_is_no_candidate():
     task = kernel_task()
     aborted = json.loads(dumps_json(output("```cpp\n__glo", FINISH_ABORT().to_json(), 3)))
@@ -129,6 +140,7 @@ def streamed(chunks: list[dict], error: str | None = None) -> list[bytes]:
     return [line + b"\n" for line in body.split(b"\n")]
 
 
+@needs_sglang
 def test_a_stream_gives_its_last_chunk_and_reports_tokens():
     chunks = [output("```cpp\n", None, 4), output("```cpp\nint", None, 8),
               output("```cpp\nint a;\n```", FINISH_MATCHED_TOKEN(matched=IM_END).to_json(), 11)]
@@ -142,6 +154,7 @@ def test_a_stream_gives_its_last_chunk_and_reports_tokens():
         last_output(stream_events([b"data: [DONE]\n"]))
 
 
+@needs_sglang
 def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step():
     torch = pytest.importorskip("torch")
     yaml = pytest.importorskip("yaml")
@@ -191,6 +204,7 @@ def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step():
     assert eager.threshold < 1.0
 
 
+@needs_sglang
 def test_launch_command_names_sglangs_options():
     from sglang.srt.server_args import ServerArgs
 
@@ -210,3 +224,74 @@ def test_bad_address_and_unreachable_server_are_clear_errors():
     unreachable = engine.load("sglang://127.0.0.1:9")  # the discard port: nothing answers
     with pytest.raises(EngineError, match="SGLang at http://127.0.0.1:9"):
         unreachable.generate("x", max_tokens=4)
+
+
+class SilentServer:
+    """A loopback server that reads requests and never answers: what the client sends, in
+    what order, while a request is in flight."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requests: list[tuple[str, dict]] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+
+    def _read(self, connection: socket.socket) -> None:
+        data = b""
+        with connection:
+            while b"\r\n\r\n" not in data:
+                data += connection.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(body) < length:
+                body += connection.recv(65536)
+            with self.lock:
+                self.requests.append((head.split(b" ")[1].decode(), json.loads(body)))
+            connection.recv(1)  # until the client hangs up
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [path for path, _ in self.requests]
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_candidates_are_in_flight_at_once_and_a_cancel_hangs_up_and_aborts_each():
+    server = SilentServer()
+    try:
+        client = engine.load(f"sglang://127.0.0.1:{server.port}")
+        asked = time.monotonic()
+
+        def cancel_once_all_sent() -> bool:
+            return server.paths().count("/generate") == 3 or time.monotonic() - asked > 20
+
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            client.infill("__global__ void k(float* x) {\n", "}\n", n=3, max_tokens=64, should_cancel=cancel_once_all_sent)
+        assert time.monotonic() - started < 15  # nothing waited for an answer
+        deadline = time.monotonic() + 10
+        while server.paths().count("/abort_request") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        generated = [body for path, body in server.requests if path == "/generate"]
+        aborted = [body for path, body in server.requests if path == "/abort_request"]
+        assert len(generated) == 3  # three requests in flight before any answer
+        assert sorted(b["rid"] for b in aborted) == sorted(b["rid"] for b in generated)
+        assert len({b["rid"] for b in generated}) == 3
+        if WHY_NO_SGLANG is None:  # what went over the wire, read by SGLang's own classes
+            for body in generated:
+                admitted(body)
+            for body in aborted:
+                assert AbortReq(**body).rid == body["rid"]
+    finally:
+        server.close()

@@ -16,8 +16,12 @@ load. Needs ninja for load_inline.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -104,6 +108,10 @@ def failure(case: Case, v: profiler.Verdict) -> str | None:
     """Why `v` is not what `case` expects, or None."""
     said = (f"{case.file} ({case.cheat}): status {v.status}, proven {v.proven}, "
             f"flags {v.extra.get('flags')}: {v.message}")
+    if v.status in ("compile_error", "timeout") or "traceback" in v.extra:
+        # A candidate that breaks is stopped by its own bug, which proves nothing of the judge.
+        return f"the candidate broke (its bug, or a defence it could not survive?): {said}\n" \
+               f"{v.extra.get('traceback', '')[-1500:]}"
     if case.expect == "faster":
         return None if v.status == "faster" and v.proven and v.correct is True else f"not proven faster: {said}"
     if case.expect == "proven":
@@ -247,6 +255,71 @@ def test_skipping_work_on_a_degenerate_problem_proves_nothing(kernelbench_dir):
 
 
 # ------------------------------------------------------------------ without a GPU
+
+# Runs one ReLU candidate's ModelNew on the CPU beside a Model, as a judge's checks would:
+# fresh inputs each call (non-negative, then shifted to [-1, 1)), outputs read after the call.
+# Prints one JSON list: whether each call matched. A process of its own per candidate, since
+# some of them patch torch for the whole process.
+CPU_CHECKS = r"""
+import importlib.util, json, sys
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return BASELINE
+
+spec = importlib.util.spec_from_file_location("dice_candidate", sys.argv[1])
+candidate = importlib.util.module_from_spec(spec)
+sys.modules["dice_candidate"] = candidate
+spec.loader.exec_module(candidate)
+torch.set_grad_enabled(False)
+model = Model()
+new = candidate.ModelNew()
+matched = []
+for seed in range(4):
+    torch.manual_seed(seed)
+    x = torch.rand(64, 4096)
+    if seed % 2:
+        x = x * 2 - 1
+    want = model(x.clone())
+    got = new(x.clone())
+    matched.append(bool(torch.equal(got.detach(), want)))
+print(json.dumps(matched))
+"""
+
+# The candidates whose honest path runs on a CPU (no kernel, stream or CUDA event of their
+# own), with what their Model computes.
+CPU_RUNNABLE = {
+    "relu_memo_by_values.py": "torch.relu(x)",
+    "relu_answer_from_memory.py": "torch.relu(x)",
+    "relu_worker_thread.py": "torch.relu(x)",
+    "relu_reuse_freed_block.py": "torch.relu(x)",
+    "relu_tagged_input.py": "torch.relu(x)",
+    "relu_lazy_subclass.py": "torch.relu(x)",
+    "relu_deferred_view.py": "torch.relu(x)",
+    "relu_slow_baseline_gc.py": "torch.relu(x)",
+    "relu_timer_patch_names.py": "torch.relu(x)",
+    "relu_identity_on_nonnegative.py": "torch.relu(x)",
+    "degenerate_zeros.py": "torch.relu(x - 1.0)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CPU_RUNNABLE))
+def test_a_cheat_answers_fresh_inputs_right_on_the_cpu(name):
+    """Each cheat is correct where a judge checks (fresh inputs, each read after its call): a
+    GPU verdict against it then says what the judge caught, not what the cheat got wrong.
+    (relu_answer_from_memory answers from memory only after its third call of a shape.)"""
+    pytest.importorskip("torch")
+    script = CPU_CHECKS.replace("BASELINE", CPU_RUNNABLE[name])
+    done = subprocess.run([sys.executable, "-c", script, str(LIBRARY / name)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    matched = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = [True, True, True, False] if name == "relu_answer_from_memory.py" else [True] * 4
+    assert matched == expected, f"{name}: calls matched {matched}"
+
 
 @pytest.mark.slow
 def test_every_document_of_the_library_is_judged_parses_and_compiles():

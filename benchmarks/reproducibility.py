@@ -293,10 +293,12 @@ def profile_once(path: Path, env: dict[str, str], timeout_s: float) -> dict:
         return {"status": "no_result", "why": f"exit {done.returncode}, no JSON: {done.stderr.strip()[-600:]}",
                 "process_s": seconds}
     verdict = json.loads(lines[-1])
+    extra = verdict.get("extra") or {}
     return {"status": verdict.get("status"), "speedup": verdict.get("speedup"), "interval": verdict.get("speedup_ci"),
             "baseline_ms": verdict.get("baseline_ms"), "time_ms": verdict.get("time_ms"),
             "message": verdict.get("message"), "gpu": verdict.get("gpu"), "exit_code": done.returncode,
-            "process_s": seconds}
+            "process_s": seconds, "isolation": extra.get("isolation"),
+            "timed_pairs": (extra.get("timing") or {}).get("runs")}
 
 
 def held(runs: list[dict]) -> tuple[bool, list[str]]:
@@ -377,6 +379,8 @@ def main() -> int:
             if stopped:
                 break
         report["stopped"] = stopped
+        report["gpu"] = next((run.get("gpu") for case in report["cases"].values() for run in case["runs"]
+                              if run.get("gpu")), None)
         for name, case in report["cases"].items():
             case["held"], case["problems"] = held(case["runs"]) if case["runs"] else (False, ["no runs"])
             if stopped and len(case["runs"]) < args.runs:

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from profiler import verdict_rules as rules
-from profiler.results import Diagnostic, Verdict
+from profiler.results import NOT_PROOF, PROVEN, Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome
 
 # A KernelBench ModelNew this much faster than eager PyTorch is more often a cheat than a kernel.
@@ -55,6 +55,10 @@ CHEAT_FLAGS = {"timer_patch": "patches a timer", "comparison_patch": "patches a 
                "library_patch": "patches a library function the baseline uses too",
                "introspection": "reaches into the harness (frames, objects, raw memory)"}
 MISSING_MODULE_HINTS = {"cupy": "pip install 'dice-lsp[gpu]' (cupy-cuda13x)", "torch": "pip install torch"}
+
+
+# Statuses of a verdict that holds numbers measured by the candidate's process.
+MEASURED = PROVEN + NOT_PROOF
 
 
 class Rejected(ValueError):
@@ -96,7 +100,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, fac
         flags = [*(flags or []), "escaped_sandbox"]
         verdict.message += f"; {outcome.escaped} process(es) outlived the sandbox's keeper and were killed"
     cheats = [name for name in flags or [] if name in CHEAT_FLAGS]
-    if cheats and verdict.status in ("faster", "not_faster"):
+    if cheats and verdict.status in MEASURED:
         reasons = "; ".join(f"{CHEAT_FLAGS[name]} ({name})" for name in cheats)
         untrusted = verdict
         verdict = Verdict.failed("error", f"not judged: the candidate {reasons}, so its measurements are its own",
@@ -112,7 +116,7 @@ def _flag(verdict: Verdict, *names: str) -> None:
     known = verdict.extra.setdefault("flags", [])
     new = [n for n in names if n not in known]
     known += new
-    if new and verdict.status in ("faster", "not_faster"):
+    if new and verdict.status in MEASURED:
         verdict.message += f"; flagged: {', '.join(new)}"
 
 
@@ -237,6 +241,9 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
             message = (f"{time_ms:.4f} ms median (IQR {extra['timing']['iqr_ms']:.4f} ms), {roof}; outputs fully "
                        f"written and repeatable on {checked} input sets (nothing to compare with)")
         return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
+    disagreement = rules.clock_disagreement(m.get("escape"), base, cand)
+    if disagreement is not None:
+        raise Rejected(disagreement)
     flags: list[str] = []
     charged = rules.escaped_work(m.get("escape"), cand, extra)
     if charged is not None:  # work outside the launching stream's timed region, charged to the candidate
@@ -373,7 +380,7 @@ def against_reference_outputs(verdict: Verdict, outcome: SandboxOutcome, referen
     reference to compare with)."""
     from profiler.measure.verify import compare_samples
 
-    if verdict.status not in ("faster", "not_faster") or verdict.correct is not True:
+    if verdict.status not in MEASURED or verdict.correct is False:
         return verdict
     if reference is None:
         verdict.extra["checked_apart"] = 0

@@ -68,6 +68,29 @@ def escaped_work(escape: dict | None, cand_ms: list[float], extra: dict) -> list
             for ms, f, t in zip(cand_ms, cand["flush_ms"], cand["tail_ms"])]
 
 
+def clock_disagreement(escape: dict | None, base_ms: list[float], cand_ms: list[float]) -> str | None:
+    """Why the candidate's event times cannot be believed, or None. Each run's wall time (the
+    host's clock from `pre` to the device idle) is its flush, its event time and its tail plus
+    a launch latency, the same on both sides; a candidate whose runs leave more of the wall
+    time unexplained than the baseline's had its events read short (a patched timer)."""
+    if not escape or not escape["candidate"].get("wall_ms"):
+        return None
+
+    def unexplained(side: dict, events: list[float]) -> float:
+        return _median([w - f - e - t for w, f, e, t in zip(side["wall_ms"], side["flush_ms"], events,
+                                                               side["tail_ms"])])
+
+    base = escape["baseline"]
+    if not base.get("wall_ms"):
+        return None
+    gap = unexplained(escape["candidate"], cand_ms) - unexplained(base, base_ms)
+    limit = max(ESCAPE_FLOOR_MS, ESCAPE_SHARE * _median(cand_ms))
+    if gap > limit:
+        return (f"the candidate's runs took {gap:.4f} ms a run more by the wall clock than their CUDA events, "
+                f"flushes and tails add up to")
+    return None
+
+
 def busy_threads(escape: dict | None, seconds: float, extra: dict) -> bool:
     """Whether threads besides the timing thread spent CPU time during the runs."""
     if not escape:

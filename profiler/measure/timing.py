@@ -60,6 +60,7 @@ class DeviceOps:
     elapsed_ms: Callable[[Any, Any], float]
     synchronize: Callable[[], None]  # the whole device, every stream
     flush_l2: Callable[[], None]
+    clock_ms: Callable[[], float] = field(default=lambda: time.perf_counter_ns() / 1e6)  # the host's wall clock
 
 
 class TimedRunWrong(Exception):
@@ -78,14 +79,16 @@ class Runs:
     event_ms: list[float] = field(default_factory=list)
     flush_ms: list[float] = field(default_factory=list)
     tail_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)  # the host's clock, from `pre` to the device idle
 
     def extend(self, other: "Runs") -> None:
         self.event_ms += other.event_ms
         self.flush_ms += other.flush_ms
         self.tail_ms += other.tail_ms
+        self.wall_ms += other.wall_ms
 
     def to_json(self) -> dict:
-        return {"flush_ms": self.flush_ms, "tail_ms": self.tail_ms}
+        return {"flush_ms": self.flush_ms, "tail_ms": self.tail_ms, "wall_ms": self.wall_ms}
 
 
 @dataclass
@@ -158,24 +161,33 @@ class _Loop:
         ops = self.ops
         chosen = self._chosen(count)
         events: list[list[tuple]] = [[] for _ in self.fns]
+        walls: list[list[float]] = [[] for _ in self.fns]
         kept: list = [None] * len(self.fns)
+        # The outputs of the pair under way, held until it ends: a side never gets the other
+        # side's freed output (the same values, the same pair's inputs) from the allocator.
+        held: list = []
         cpu_before, thread_before = _cpu_s()
         for r, i in _interleaved(len(self.fns), count):
             pair = self.pairs + r
             first_of_pair = (r % 2 == 0 and i == 0) or (r % 2 == 1 and i == len(self.fns) - 1)
-            if first_of_pair and self.fresh is not None:
-                ops.synchronize()
-                self.fresh(pair)
+            if first_of_pair:
+                held.clear()
+                if self.fresh is not None:
+                    ops.synchronize()
+                    self.fresh(pair)
             ops.synchronize()
             pre, start, end, idle = (ops.new_event() for _ in range(4))
+            began = ops.clock_ms()
             pre.record()
             ops.flush_l2()
             start.record()
             output = self.fns[i]()
             end.record()
             ops.synchronize()
+            walls[i].append(ops.clock_ms() - began)
             idle.record()
             events[i].append((pre, start, end, idle))
+            held.append(output)
             if pair in chosen:
                 kept[i] = self.keep(i, output) if self.keep is not None else output
                 if all(k is not None for k in kept):
@@ -185,13 +197,14 @@ class _Loop:
                     if problem is not None:
                         raise TimedRunWrong(pair, problem)
             del output
+        held.clear()
         ops.synchronize()
         cpu_after, thread_after = _cpu_s()
         self.other_cpu_s += max(0.0, (cpu_after - cpu_before) - (thread_after - thread_before))
         self.pairs += count
         out = []
-        for side in events:
-            runs = Runs()
+        for side, wall in zip(events, walls):
+            runs = Runs(wall_ms=wall)
             for pre, start, end, idle in side:
                 # Events resolve about half a microsecond; two that read the same instant still
                 # bound a positive time, and ratios of times need it.

@@ -504,10 +504,11 @@ def run_kernelbench(request: dict) -> dict:
 def _run_kernelbench(request: dict) -> dict:
     import torch
 
-    from profiler.run.device import torch_ops, torch_peak_bandwidth_gbs
+    from profiler.run.device import capture_torch, torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
     _strict_fp32()
+    capture_torch()  # before any document's code runs here
     pin_cuda_arch(request.get("cuda_arch"))
     baseline, candidate = request["baseline"], request["candidate"]
     profiling = candidate is None
@@ -615,10 +616,11 @@ def run_torch_compile(request: dict) -> dict:
     _compile_caches_beside_the_build()
     import torch
 
-    from profiler.run.device import torch_ops
+    from profiler.run.device import capture_torch, torch_ops
 
     torch.set_grad_enabled(False)
     _strict_fp32()
+    capture_torch()  # before the document's code runs here
     if not torch.cuda.is_available():
         return {"outcome": "no_gpu", "compiled": False, "message": "not timed: no GPU"}
     pin_cuda_arch(request.get("cuda_arch"))  # the flags of the document's judging run: its build is found

@@ -139,3 +139,15 @@ def test_more_flops_than_the_gpu_has_is_impossible(monkeypatch):
     facts = {"flops": 2 * 4096 ** 3, "capability": "9.0", "sms": 132}
     assert rules.physical_bound(facts, 3000.0, 1.0) is None  # 137 TFLOP/s
     assert "TFLOP/s" in rules.physical_bound(facts, 3000.0, 0.01)
+
+
+def test_event_times_the_wall_clock_does_not_back_are_refused():
+    def side(event, wall):
+        return {"flush_ms": [0.08] * 40, "tail_ms": [0.005] * 40, "wall_ms": [wall] * 40}
+
+    base, cand = [1.0] * 40, [0.5] * 40
+    honest = {"baseline": side(1.0, 1.09), "candidate": side(0.5, 0.59)}
+    assert rules.clock_disagreement(honest, base, cand) is None
+    # events that read 0.55 of what ran: the wall clock saw the whole run
+    patched = {"baseline": side(1.0, 1.09), "candidate": side(0.5, 0.5 / 0.55 + 0.09)}
+    assert "wall clock" in rules.clock_disagreement(patched, base, cand)

@@ -131,6 +131,21 @@ def _bounded_child(memory: int | None, cpu_seconds: int) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
 
 
+# Process groups of the compilers running in this process, for kill_running_compilers.
+_RUNNING: set[int] = set()
+
+
+def kill_running_compilers() -> None:
+    """Kill every compiler this process started that is still running, with its children: for
+    a process that is itself being ended (the language server's check process, when the server
+    dies); each compiler is in a session of its own, out of reach of its parent's group."""
+    for group in list(_RUNNING):
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_compiler(cmd: list[str], *, cwd: str, time_limit: float | None = None) -> CompilerRun:
     """Run a compiler bounded in memory (every process of it, compiler_memory_limit()) and
     time, in a process group of its own that is killed as a whole at the time bound or when
@@ -142,6 +157,7 @@ def run_compiler(cmd: list[str], *, cwd: str, time_limit: float | None = None) -
         start_new_session=True,
         preexec_fn=functools.partial(_bounded_child, memory, int(time_limit) + 10),
     )
+    _RUNNING.add(process.pid)
     try:
         out, err = process.communicate(timeout=time_limit)
         returncode: int | None = process.returncode
@@ -155,6 +171,7 @@ def run_compiler(cmd: list[str], *, cwd: str, time_limit: float | None = None) -
             pass
         if process.poll() is None or returncode is None:
             process.communicate()
+        _RUNNING.discard(process.pid)
     output = out.decode(errors="replace") + "\n" + err.decode(errors="replace")
     return CompilerRun(returncode, output, memory, time_limit)
 

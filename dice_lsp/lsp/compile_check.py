@@ -30,6 +30,7 @@ import profiler
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.lsp.lsp_text import document_key, open_document
+from profiler.compile import kill_running_compilers
 from profiler.results import Diagnostic
 from profiler.spec import spec_errors_as_diagnostics
 
@@ -73,13 +74,24 @@ async def check_in_process(source: str, path: str) -> list[Diagnostic]:
             out, err = await process.communicate(json.dumps({"source": source, "path": path}).encode())
         finally:
             if process.returncode is None:
+                # SIGTERM first: the check process then kills its compiler's group (a session of
+                # its own) before its own; SIGKILL for one that does not end.
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
+                    os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(asyncio.shield(process.wait()), 2.0)
+                except asyncio.TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
                 await process.wait()
     if process.returncode == _COMPILER_MISSING:
         raise profiler.CompilerMissing(err.decode(errors="replace").strip())
     if process.returncode != 0:
-        raise RuntimeError(f"the check process ended with code {process.returncode}: {err.decode(errors='replace')[-2000:]}")
+        # The traceback is for the log; the user gets its last line.
+        detail = err.decode(errors="replace").strip()
+        log.warning("the compile check of %s ended with code %s:\n%s", path, process.returncode, detail[-4000:])
+        last = detail.splitlines()[-1] if detail else f"killed by signal {-process.returncode}"
+        raise RuntimeError(f"the check process ended with code {process.returncode}: {last[:500]}")
     return [Diagnostic.from_json(d) for d in json.loads(out)]
 
 
@@ -128,7 +140,7 @@ class CompileChecker:
             self._tell_missing_compiler(str(exc))
             return
         except Exception as exc:  # a checker bug must not stop the server; say so in the log
-            log.exception("compile check of %s failed", uri)
+            log.warning("compile check of %s failed: %s", uri, exc)
             self._server.window_log_message(
                 types.LogMessageParams(type=types.MessageType.Error, message=f"dice: compile check failed: {exc}")
             )
@@ -155,7 +167,12 @@ def _die_with_the_server(server: int) -> None:
     process, which then takes its process group, compiler included, down with it."""
     if not sys.platform.startswith("linux"):
         return
-    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+
+    def end(*_: object) -> None:
+        kill_running_compilers()  # each in a process group of its own (profiler.compile.run_compiler)
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end)
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != server:  # it died before the line above
         os.killpg(0, signal.SIGKILL)

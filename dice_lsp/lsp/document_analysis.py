@@ -173,7 +173,9 @@ async def parse_in_process(text: str, path: str) -> Parsed:
             process.kill()
             await process.wait()
     if process.returncode != 0:
-        raise RuntimeError(f"the analysis of {path} failed: {err.decode(errors='replace')[-2000:]}")
+        detail = err.decode(errors="replace").strip()
+        last = detail.splitlines()[-1] if detail else f"killed by signal {-process.returncode}"
+        raise RuntimeError(f"the analysis of {path} failed: {last[:500]}")
     return pickle.loads(out)
 
 

@@ -6,7 +6,13 @@ than bytes leaves the rest of its body in front of the next header, which then n
 matches again (the server goes deaf), and a 100 GB Content-Length is a 100 GB read. Here
 every frame is bounded and every fault resynchronises on the next `Content-Length:` header;
 the caller hears about each fault, so that it can answer with a JSON-RPC error instead of
-silence.
+silence. Only the end of the stream ends it (END_OF_STREAM: a body of `null` is a message,
+for the caller to refuse).
+
+What a body holds is bounded too: JSON nested deeper than MAX_DEPTH is a fault (json.loads
+would raise RecursionError past about 1,000 levels, and every layer above recurses too), and a
+lone UTF-16 surrogate in a string (`"\\ud800"`, which no file can hold as UTF-8) becomes U+FFFD,
+one character for one, so that positions keep their meaning and no later encode fails.
 """
 
 from __future__ import annotations
@@ -23,6 +29,12 @@ MAX_HEADERS = 8 * 1024
 _HEADER = re.compile(rb"content-length[ \t]*:", re.IGNORECASE)
 _LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d{1,20})[ \t]*\r?\n", re.IGNORECASE)
 _END_OF_HEADERS = re.compile(rb"\r?\n\r?\n")
+# LSP's deepest messages (a WorkspaceEdit in documentChanges, settings) are about 10 levels.
+MAX_DEPTH = 64
+# Where a body can hold a surrogate: a \uD800-\uDFFF escape, or its bytes (json.loads decodes
+# with surrogatepass).
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -31,13 +43,67 @@ class FrameFault:
 
     message: str
     code: int = -32700  # ParseError: no request id can be read from bytes that are not a frame
+    id: int | str | None = None  # the request's, where the message could be read that far
+
+
+class EndOfStream:
+    def __repr__(self) -> str:
+        return "END_OF_STREAM"
+
+
+END_OF_STREAM = EndOfStream()
+
+
+def _without_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _checked(message: Any, may_hold_surrogates: bool) -> Any | FrameFault:
+    """The message with lone surrogates replaced, or a fault when it is nested too deep;
+    iterative, so that no depth of input can reach Python's recursion limit here."""
+    if may_hold_surrogates and isinstance(message, str):
+        return _without_surrogates(message)
+    if not isinstance(message, (dict, list)):
+        return message
+    stack: list[tuple[dict | list, int]] = [(message, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            request_id = message.get("id") if isinstance(message, dict) else None
+            valid_id = isinstance(request_id, (int, str)) and not isinstance(request_id, bool)
+            return FrameFault(f"a message nested deeper than {MAX_DEPTH} levels", -32600,
+                              request_id if valid_id else None)
+        if isinstance(container, dict):
+            if may_hold_surrogates and any(_SURROGATE.search(k) for k in container):
+                items = [(_without_surrogates(k), v) for k, v in container.items()]
+                container.clear()
+                container.update(items)
+            entries = container.items()
+        else:
+            entries = enumerate(container)
+        for key, value in entries:
+            if isinstance(value, (dict, list)):
+                stack.append((value, depth + 1))
+            elif may_hold_surrogates and isinstance(value, str) and _SURROGATE.search(value):
+                container[key] = _without_surrogates(value)
+    return message
+
+
+def parse_body(body: bytes) -> Any | FrameFault:
+    """A frame's body as JSON (checked as above); ValueError when it is not JSON."""
+    try:
+        message = json.loads(body)
+    except RecursionError:
+        return FrameFault(f"a message nested deeper than {MAX_DEPTH} levels")
+    return _checked(message, _MAY_HOLD_SURROGATE.search(body) is not None)
 
 
 ReadChunk = Callable[[], Awaitable[bytes]]
 
 
 class FrameReader:
-    """Frames from `read_chunk` (b"" at the end of the stream), as parsed JSON or FrameFault."""
+    """Frames from `read_chunk` (b"" at the end of the stream), as parsed JSON or FrameFault,
+    then END_OF_STREAM."""
 
     def __init__(self, read_chunk: ReadChunk, max_body: int = MAX_BODY) -> None:
         self._read_chunk = read_chunk
@@ -61,8 +127,9 @@ class FrameReader:
         self._resynchronising = True
         return FrameFault(message)
 
-    async def next(self) -> Any | FrameFault | None:
-        """The next message (a parsed JSON value), a fault that was skipped, or None at the end."""
+    async def next(self) -> Any | FrameFault | EndOfStream:
+        """The next message (a parsed JSON value, `None` for a body of `null`), a fault that was
+        skipped, or END_OF_STREAM."""
         while True:
             header = _HEADER.search(self._buffer)
             if header is None:
@@ -72,7 +139,7 @@ class FrameReader:
                 if skipped.strip() and not self._resynchronising:
                     return self._fault(f"skipped {len(skipped)} bytes that are not an LSP frame")
                 if not await self._fill():
-                    return None
+                    return END_OF_STREAM
                 continue
             if header.start() and bytes(self._buffer[: header.start()]).strip() and not self._resynchronising:
                 skipped = header.start()
@@ -86,11 +153,11 @@ class FrameReader:
                     del self._buffer[: header.end() - header.start()]
                     return self._fault(f"a header section longer than {MAX_HEADERS} bytes")
                 if not await self._fill():
-                    return None
+                    return END_OF_STREAM
                 continue
             return await self._body(bytes(self._buffer[: end.start() + 2]), end.end())
 
-    async def _body(self, headers: bytes, body_start: int) -> Any | FrameFault | None:
+    async def _body(self, headers: bytes, body_start: int) -> Any | FrameFault | EndOfStream:
         length = _LENGTH.match(headers)
         if length is None:
             del self._buffer[:body_start]
@@ -102,11 +169,11 @@ class FrameReader:
             return self._fault(f"a frame of {size} bytes, over the limit of {self.max_body}")
         while len(self._buffer) < body_start + size:
             if not await self._fill():
-                return None
+                return END_OF_STREAM
         body = bytes(self._buffer[body_start : body_start + size])
         del self._buffer[: body_start + size]
         try:
-            return json.loads(body)
+            return parse_body(body)
         except ValueError:
             pass
         # A client that counted characters, not bytes, sent a body longer than it said: the
@@ -114,7 +181,7 @@ class FrameReader:
         following = _HEADER.search(self._buffer)
         rest = bytes(self._buffer[: following.start() if following else len(self._buffer)])
         try:
-            message = json.loads(body + rest)
+            message = parse_body(body + rest)
         except ValueError:
             return self._fault(f"a frame of {size} bytes that is not JSON")
         del self._buffer[: len(rest)]

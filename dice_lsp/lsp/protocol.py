@@ -7,6 +7,10 @@ lifecycle allows.
 - After `shutdown`: InvalidRequest for requests; a second `initialize` is InvalidRequest too.
 - `exit` ends the connection (not the process: a TCP listener serves others) and leaves the
   exit code, 0 after `shutdown` and 1 without it, for whoever runs the connection.
+- A message that is not a JSON-RPC request, response or notification (not an object, an `id`
+  that is not a string or an integer, a `method` that is not a string) is InvalidRequest.
+- No traceback reaches the client: a handler's failure is InternalError with its one-line
+  message; the traceback goes to the log.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsprotocol import types
+from lsprotocol.types import ResponseError
 from pygls.exceptions import (
     JsonRpcException,
+    JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcServerNotInitialized,
@@ -29,6 +35,41 @@ from pygls.protocol.language_server import lsp_method
 from dice_lsp.lsp.framing import FrameFault
 
 log = logging.getLogger(__name__)
+
+
+class _AnsweredErrors(logging.Filter):
+    """pygls logs every error answer with its traceback, InvalidParams for a file that is a FIFO
+    included: one line for those (the client got the message); a traceback stays for the
+    failures that are bugs (InternalError, or any other exception)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError):
+            record.msg, record.args = f"{record.getMessage()}: {type(error).__name__}: {error.message}", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_AnsweredErrors())
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, str)) and not isinstance(value, bool))
+
+
+def _not_json_rpc(data: Any) -> str | None:
+    """What makes `data` something other than a JSON-RPC 2.0 message, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__ if data is not None else 'null'}, not an object"
+    if data.get("jsonrpc") != "2.0":
+        return 'no "jsonrpc": "2.0"'
+    if not _valid_id(data.get("id")):
+        return "an id that is not a string or an integer"
+    if "method" in data and not isinstance(data["method"], str):
+        return "a method that is not a string"
+    if "method" not in data and "id" not in data:
+        return "neither a method nor an id"
+    return None
 
 
 @dataclass(frozen=True)
@@ -50,6 +91,9 @@ class DiceProtocol(LanguageServerProtocol):
         self.on_cancel_request: Callable[[Any], None] | None = None
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if isinstance(error, ResponseError) and error.data is not None:
+            # pygls puts a handler's traceback in `data`; it is for the log, not the client.
+            error = ResponseError(code=error.code, message=error.message)
         if isinstance(result, JsonResult) and error is None:
             self._result_types.pop(msg_id, None)
             self._send_data({"jsonrpc": self.VERSION, "id": msg_id, "result": result.value})
@@ -63,16 +107,17 @@ class DiceProtocol(LanguageServerProtocol):
         """One message from the client, parsed JSON or what the framing layer skipped."""
         if isinstance(data, FrameFault):
             log.warning("dice-lsp: %s", data.message)
-            self._answer_error(None, JsonRpcException(code=data.code, message=data.message))
+            self._answer_error(data.id, JsonRpcException(code=data.code, message=data.message))
             return
-        if not isinstance(data, dict) or data.get("jsonrpc") != self.VERSION:
-            log.warning("dice-lsp: ignored a message that is not JSON-RPC 2.0: %.200r", data)
-            request_id = data.get("id") if isinstance(data, dict) else None
-            self._answer_error(request_id, JsonRpcInvalidRequest("not a JSON-RPC 2.0 message"))
+        problem = _not_json_rpc(data)
+        if problem is not None:
+            log.warning("dice-lsp: ignored a message that is not JSON-RPC 2.0 (%s): %.200r", problem, data)
+            request_id = data.get("id") if isinstance(data, dict) and _valid_id(data.get("id")) else None
+            self._answer_error(request_id, JsonRpcInvalidRequest(f"not a JSON-RPC 2.0 message: {problem}"))
             return
         try:
             message = self.structure_message(data)
-        except JsonRpcException as exc:
+        except Exception as exc:  # pygls' JsonRpcException, or anything cattrs raises on odd params
             if "method" in data and "id" in data:
                 error = exc if isinstance(exc, JsonRpcInvalidParams) else JsonRpcInvalidParams()
                 error.message = f"invalid params for {data['method']}"
@@ -80,7 +125,12 @@ class DiceProtocol(LanguageServerProtocol):
             else:
                 log.warning("dice-lsp: dropped a malformed %s notification", data.get("method"))
             return
-        self.handle_message(message)
+        try:
+            self.handle_message(message)
+        except Exception as exc:  # a bug in a handler's synchronous part: answered, and logged
+            log.exception("dice-lsp: %s failed", data.get("method"))
+            if "method" in data and "id" in data:
+                self._answer_error(data["id"], JsonRpcInternalError(f"{data['method']}: {type(exc).__name__}: {exc}"))
 
     def handle_message(self, message: Any) -> None:
         method = getattr(message, "method", None)

@@ -22,6 +22,7 @@ from dice_lsp.core.engine_host import MODEL_CHOICES, ModelUnavailable
 from dice_lsp.core.jobs import JobResult, Snapshot
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
 from dice_lsp.core.text_offsets import offset_at
+from profiler.source_files import SourceFileError, read_source_text
 
 _RANGE = re.compile(r"(\d+):(\d+)-(\d+):(\d+)")
 _BAR_WIDTH = 24
@@ -150,9 +151,9 @@ def main(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"dice {args.command}: cannot read {path}: {exc}", file=sys.stderr)
+        text = read_source_text(path)
+    except SourceFileError as exc:  # missing, a FIFO or a device, too large, not UTF-8
+        print(f"dice {args.command}: {exc}", file=sys.stderr)
         return 2
     if args.candidates < 1 or (args.max_tokens is not None and args.max_tokens < 1):
         print(f"dice {args.command}: --candidates and --max-tokens must be at least 1", file=sys.stderr)

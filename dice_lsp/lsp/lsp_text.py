@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls import uris
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import TextDocument
 
 from dice_lsp.core.uri import document_key
+from profiler.source_files import SourceFileError, read_source_text
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -17,6 +21,40 @@ if TYPE_CHECKING:
 def open_document(workspace: Workspace, uri: str) -> TextDocument | None:
     """The editor's copy of the document, None when the editor has not opened it."""
     return workspace.text_documents.get(document_key(uri))
+
+
+def _unopened_path(uri: str) -> str:
+    path = uris.to_fs_path(uri) if uri.startswith("file:") else None
+    if not path:
+        raise SourceFileError(f"{uri} is not open in the editor and is not a file:// URI")
+    return path
+
+
+async def read_document(workspace: Workspace, uri: str) -> TextDocument:
+    """The editor's copy of the document; else the file the URI names, read in a thread (never
+    on the event loop), only when it is a regular file of at most MAX_SOURCE_BYTES. InvalidParams
+    says why not (a FIFO, a device, a folder, too large, not UTF-8, missing)."""
+    document = open_document(workspace, uri)
+    if document is not None:
+        return document
+    try:
+        text = await asyncio.get_running_loop().run_in_executor(None, read_source_text, _unopened_path(uri))
+    except SourceFileError as exc:
+        raise JsonRpcInvalidParams(f"{uri} is not open here and cannot be read: {exc}") from None
+    return TextDocument(uri, source=text, version=None, position_codec=workspace.position_codec)
+
+
+def current_text(workspace: Workspace, uri: str) -> tuple[int | None, str | None]:
+    """The document's version and text now: the editor's copy, or the regular file the URI
+    names (None for its text when it cannot be read). For a job's end, once: a bounded read
+    that cannot wait on a FIFO."""
+    document = open_document(workspace, uri)
+    if document is not None:
+        return document.version, document.source
+    try:
+        return None, read_source_text(_unopened_path(uri))
+    except SourceFileError:
+        return None, None
 
 
 def text_document(server: LanguageServer, uri: str, text: str) -> TextDocument:

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
+from pygls.exceptions import JsonRpcInvalidParams
 
 from dice_lsp.core.jobs import Snapshot
-from dice_lsp.lsp.lsp_text import text_document
+from dice_lsp.lsp.lsp_text import read_document, text_document
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -27,14 +28,13 @@ def _field(args: Any, name: str, kind: type) -> Any:
         raise ValueError(f"argument {name!r} is not a {kind.__name__}: {args[name]!r}") from exc
 
 
-def document_snapshot(server: LanguageServer, args: Any) -> Snapshot:
+async def document_snapshot(server: LanguageServer, args: Any) -> Snapshot:
     uri = _field(args, "uri", str)
-    document = server.workspace.get_text_document(uri)
     try:
-        text = document.source
-    except OSError as exc:
-        raise ValueError(f"cannot read {uri}: {exc}") from exc
-    return Snapshot(uri, document.version, document.path, text)
+        document = await read_document(server.workspace, uri)
+    except JsonRpcInvalidParams as exc:
+        raise ValueError(exc.message) from None
+    return Snapshot(uri, document.version, document.path, document.source)
 
 
 def range_offsets(server: LanguageServer, snapshot: Snapshot, args: Any) -> tuple[int, int]:

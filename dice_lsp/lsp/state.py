@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -26,9 +25,10 @@ from dice_lsp.lsp.compile_check import CompileChecker
 from dice_lsp.lsp.diagnostics import DiagnosticsStore
 from dice_lsp.lsp.document_analysis import Analyses, Analysis
 from dice_lsp.lsp.file_watch import FileWatcher
-from dice_lsp.lsp.lsp_text import open_document
+from dice_lsp.lsp.lsp_text import open_document, read_document
 from dice_lsp.lsp.protocol import DiceProtocol
 from profiler.sandbox import POOL as SANDBOX_POOL
+from profiler.source_files import SourceFileError, read_source_text
 
 log = logging.getLogger("dice_lsp")
 
@@ -72,7 +72,7 @@ class DiceServer(LanguageServer):
 
     async def analysis(self, uri: str) -> Analysis:
         """The analysis of the document's current version (computed off the event loop)."""
-        return await self.analyses.of(self.workspace.get_text_document(uri))
+        return await self.analyses.of(await read_document(self.workspace, uri))
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -117,11 +117,12 @@ class DiceServer(LanguageServer):
         uri = uris.from_fs_path(path) or path
         if open_document(self.workspace, uri) is not None:
             return  # the editor owns the text; its didChange keeps results in step
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        dropped = self.cache.prune(path, live_keys(text, path, self.gpu))
+        asyncio.ensure_future(self._disk_changed(uri, path))
+
+    async def _disk_changed(self, uri: str, path: str) -> None:
+        # Read and parsed in a thread: the file may be large, or no longer a regular file.
+        keys = await asyncio.get_running_loop().run_in_executor(None, _live_keys_on_disk, path, self.gpu)
+        dropped = self.cache.prune(path, keys)
         self.jobs.forget(uri)
         self.diagnostics.clear_verdicts(uri)
         if dropped:
@@ -129,3 +130,9 @@ class DiceServer(LanguageServer):
             self.refresh_lenses()
 
 
+def _live_keys_on_disk(path: str, gpu: str | None) -> set[str]:
+    try:
+        text = read_source_text(path)
+    except SourceFileError:
+        text = ""
+    return live_keys(text, path, gpu)

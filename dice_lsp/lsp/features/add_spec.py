@@ -14,9 +14,9 @@ from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handler
 from profiler.spec import spec_template
 
 
-def add_spec_edit(ls: Session, args: Any) -> types.WorkspaceEdit:
+async def add_spec_edit(ls: Session, args: Any) -> types.WorkspaceEdit:
     """The `// dice:` lines for the kernel at args' position, inserted above it."""
-    snapshot = document_snapshot(ls, args)
+    snapshot = await document_snapshot(ls, args)
     if language_of(snapshot.path) != "cuda":
         raise TargetError("benchmark specs are for .cu/.cuh files; a KernelBench file is its own benchmark")
     kernel = kernel_at(snapshot.text, offset_of(ls, snapshot, args))
@@ -32,7 +32,7 @@ def add_spec_edit(ls: Session, args: Any) -> types.WorkspaceEdit:
 
 async def add_spec_command(ls: Session, *args: Any) -> dict:
     try:
-        edit = add_spec_edit(ls, args[0] if args else None)
+        edit = await add_spec_edit(ls, args[0] if args else None)
     except (TargetError, ValueError) as exc:
         ls.show(types.MessageType.Warning, f"DICE: {exc}")
         return {"applied": False, "error": str(exc)}

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from dice_lsp.core.outcome import Outcome, chosen_candidate
 from dice_lsp.lsp.edits import apply_edit, candidate_edit
+from dice_lsp.lsp.lsp_text import read_document
 from dice_lsp.lsp.request_args import job_and_index
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 
@@ -22,7 +24,11 @@ async def apply_candidate_command(ls: Session, *args: Any) -> dict:
     except ValueError as exc:
         ls.show(types.MessageType.Warning, f"DICE: {exc}")
         return {"applied": False, "error": str(exc)}
-    document = ls.workspace.get_text_document(result.snapshot.uri)
+    try:
+        document = await read_document(ls.workspace, result.snapshot.uri)
+    except JsonRpcInvalidParams as exc:
+        ls.show(types.MessageType.Warning, f"DICE: {exc.message}")
+        return {"applied": False, "error": exc.message}
     edit = candidate_edit(ls, result, index, document.source, document.version)
     if edit is None:
         ls.show(types.MessageType.Warning, f"DICE: {STALE}")

@@ -130,7 +130,7 @@ async def resolve_code_action(ls: Session, action: types.CodeAction) -> types.Co
         await profile(ls, args)
     elif command == ADD_SPEC:
         try:
-            action.edit = add_spec_edit(ls, args)
+            action.edit = await add_spec_edit(ls, args)
         except (TargetError, ValueError) as exc:
             ls.show(types.MessageType.Warning, f"DICE: {exc}")
     return action

@@ -18,6 +18,7 @@ from dice_lsp.core.jobs import JobResult, Snapshot
 from dice_lsp.core.outcome import Outcome
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
 from dice_lsp.lsp.edits import apply_edit, candidate_edit
+from dice_lsp.lsp.lsp_text import current_text
 from dice_lsp.lsp.progress import finished, work_done
 from dice_lsp.lsp.request_args import document_snapshot, offset_of, range_offsets
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
@@ -51,8 +52,8 @@ class EditorClient:
         self._ls.show(_MESSAGE_TYPES[level], f"DICE: {message}")
 
     def current_text(self, uri: str) -> tuple[int | None, str]:
-        document = self._ls.workspace.get_text_document(uri)
-        return document.version, document.source
+        version, text = current_text(self._ls.workspace, uri)
+        return version, "" if text is None else text
 
     def show_verdicts(self, result: JobResult, text: str, in_document: int | None) -> None:
         self._ls.diagnostics.set_job_verdicts(result, text, in_document)
@@ -101,7 +102,7 @@ async def generate(
     """
     client = EditorClient(ls)
     try:
-        snapshot = document_snapshot(ls, args)
+        snapshot = await document_snapshot(ls, args)
         where = _validate(ls, kind, snapshot, args)
     except (TargetError, ValueError, KeyError, TypeError) as exc:
         return outcome.refused(client, exc), None

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 async def profile(ls: Session, args: Any, token: types.ProgressToken | None = None) -> dict[str, Any]:
     """Compile, check and time the kernel at args' position; the verdict as JSON."""
     try:
-        snapshot = document_snapshot(ls, args)
+        snapshot = await document_snapshot(ls, args)
         language_of(snapshot.path)  # a file DICE does not read, before the position is checked
         unit = unit_to_profile(snapshot.text, snapshot.path, offset_of(ls, snapshot, args))
     except (TargetError, ValueError) as exc:

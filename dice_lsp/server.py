@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from dice_lsp.lsp import transport
 from dice_lsp.lsp.wiring import create_server
@@ -30,7 +31,15 @@ def main(argv: list[str] | None = None) -> int:
         "--token",
         default=os.environ.get("DICE_LSP_TOKEN"),
         help="with --tcp: the token a client must send as initializationOptions.token (default: $DICE_LSP_TOKEN, "
-        "which other users cannot read in the process list); required to listen on an address other than loopback",
+        "which other users cannot read in the process list, else a new random one); every listener has one, "
+        "loopback included",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="with --tcp: where to write the token, readable by this user only (default: "
+        "$XDG_RUNTIME_DIR/dice-lsp/tcp-PORT.token, else ~/.cache/dice-lsp/tcp-PORT.token; the editor "
+        "clients read it from there)",
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="what the server logs on stderr (default: %(default)s)")
@@ -38,13 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not args.tcp:
         return transport.serve_stdio(create_server)
-    if not args.token and not transport.is_loopback(args.host):
-        parser.error(
-            f"--host {args.host} is reachable from other machines, and any client of dice-lsp can run code on "
-            "this one: set a token (DICE_LSP_TOKEN or --token), or listen on 127.0.0.1"
-        )
-    return transport.serve_tcp(create_server, args.host, args.port, args.token or None)
-
+    return transport.serve_tcp(create_server, args.host, args.port, args.token or None, args.token_file)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,29 +4,42 @@ Over TCP every connection gets a fresh DiceServer (documents, settings, jobs, di
 so a second editor's `initialize` cannot wipe the first one's documents or take its answers,
 and a connection that ends (with `exit`, or just closing) releases only its own server.
 
-A listener on an address other than loopback needs a token: its first frame must be an
-`initialize` whose initializationOptions carry `"token": "<the token>"`; anything else is
-answered with an error and the connection closed, before any LSP message is handled. Until
-then a client gets small frames, a few seconds and a bounded number of connections.
+Every listener, loopback included, needs a token: any local process (another user's too)
+can reach a loopback port, and a client of dice-lsp can run code on this machine through
+dice.profile. The first frame must be an `initialize` whose initializationOptions carry
+`"token": "<the token>"`; anything else is answered with an error and the connection closed,
+before any LSP message is handled. When none is given one is generated, and the listener
+writes the token to a file only its user can read (token_file), where the editor clients
+look for it.
+
+Until it has passed the token a connection is a stranger: it gets small frames and
+AUTH_TIMEOUT_S, as one of at most MAX_STRANGERS (MAX_STRANGERS_PER_ADDRESS from one address).
+A stranger past those caps takes the place of the oldest one (from its address, else of
+all) that has sent nothing yet: an editor sends its initialize at once, so idle or
+reconnecting strangers cannot keep it out, and none of them holds an editor's place
+(MAX_CONNECTIONS counts editors only).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import os
-import socket
+import secrets
+import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from dice_lsp.lsp.framing import MAX_BODY, FrameReader
+from dice_lsp.lsp.framing import END_OF_STREAM, MAX_BODY, FrameReader
 
 if TYPE_CHECKING:
     from dice_lsp.lsp.state import DiceServer
@@ -34,20 +47,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
-MAX_CONNECTIONS = 16
-AUTH_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 16  # editors that passed the token
+MAX_STRANGERS = 64
+MAX_STRANGERS_PER_ADDRESS = 16  # on loopback every client has one address: this is the cap there
+AUTH_TIMEOUT_S = 5.0
 AUTH_MAX_BODY = 1024 * 1024
 TOKEN_FIELD = "token"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address `host` names is a loopback one ("" and 0.0.0.0 are every interface)."""
-    try:
-        infos = socket.getaddrinfo(host or None, None, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE)
-    except OSError:
-        return False
-    addresses = {info[4][0].split("%")[0] for info in infos}
-    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+TOO_MANY = "dice-lsp: too many editors are connected; close one and try again"
 
 
 async def serve_connection(server: DiceServer, frames: FrameReader, first: Any = None) -> int:
@@ -55,7 +61,7 @@ async def serve_connection(server: DiceServer, frames: FrameReader, first: Any =
     exit code the LSP lifecycle gives (1 when the client left without `shutdown`)."""
     protocol = server.protocol
     message = first if first is not None else await frames.next()
-    while message is not None:
+    while message is not END_OF_STREAM:
         protocol.receive(message)
         if protocol.exit_code is not None:
             return protocol.exit_code
@@ -110,6 +116,15 @@ def serve_stdio(make_server: Callable[[], DiceServer]) -> int:
         return 1
 
 
+def _refusal(request_id: Any, message: str) -> bytes:
+    body = json.dumps({
+        "jsonrpc": "2.0",
+        "id": request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None,
+        "error": {"code": -32600, "message": message},
+    }).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
 async def _authenticate(frames: FrameReader, writer: asyncio.StreamWriter, token: str) -> Any | None:
     """The first frame, if it is an `initialize` carrying the token (taken out of it); else None."""
     try:
@@ -121,59 +136,148 @@ async def _authenticate(frames: FrameReader, writer: asyncio.StreamWriter, token
     params = first.get("params") if first.get("method") == types.INITIALIZE else None
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     given = options.pop(TOKEN_FIELD, None) if isinstance(options, dict) else None
-    if isinstance(given, str) and hmac.compare_digest(given.encode(), token.encode()):
+    if isinstance(given, str) and token_matches(given, token):
         return first
-    request_id = first.get("id")
-    refusal = {
-        "jsonrpc": "2.0",
-        "id": request_id if isinstance(request_id, (int, str)) else None,
-        "error": {"code": -32600, "message": "dice-lsp: this listener needs initializationOptions.token"},
-    }
-    body = json.dumps(refusal).encode()
-    writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    writer.write(_refusal(first.get("id"), "dice-lsp: this listener needs initializationOptions.token "
+                                           "(dice-lsp --tcp wrote it to its token file)"))
     return None
 
 
-def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token: str | None) -> int:
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if slots.locked():
-            writer.close()
+def token_matches(given: str, expected: str) -> bool:
+    """In constant time whatever the lengths: both are hashed first."""
+    return hmac.compare_digest(hashlib.sha256(given.encode("utf-8", "replace")).digest(),
+                               hashlib.sha256(expected.encode()).digest())
+
+
+def token_folder() -> Path:
+    """Where token files go: $XDG_RUNTIME_DIR/dice-lsp (a per-user tmpfs) where there is one,
+    else $XDG_CACHE_HOME/dice-lsp or ~/.cache/dice-lsp. The editor clients look in the same place."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) if runtime else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "dice-lsp"
+
+
+def token_file(port: int) -> Path:
+    return token_folder() / f"tcp-{port}.token"
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """The token in a file only this user can read or write, in a folder only this user can
+    enter; written under a temporary name and renamed, never through a symlink."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = os.stat(path.parent, follow_symlinks=False)
+    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
+        raise OSError(f"{path.parent} is not a folder of this user's")
+    if folder.st_mode & 0o077:
+        os.chmod(path.parent, 0o700)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(partial, path)
+
+
+def _remove_token_file(path: Path, token: str) -> None:
+    """Only the file this listener wrote: another listener may have taken the port since."""
+    try:
+        if path.read_text().strip() == token:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token: str | None,
+              token_path: Path | None = None) -> int:
+    """Listen until interrupted. Without a token one is generated; the token is written to
+    `token_path` (default: token_file(the port listened on)) for the editor clients."""
+    token = token or secrets.token_urlsafe(32)
+    # Connections that have not passed the token, in the order they came, with whether any
+    # byte has come from them: a stranger past the caps takes the place of the oldest one that
+    # has sent nothing (an editor sends its initialize at once), else of the oldest.
+    strangers: dict[asyncio.StreamWriter, tuple[str, bool]] = {}
+    editors = 0
+
+    def make_room(address: str) -> None:
+        same = [w for w, (a, _) in strangers.items() if a == address]
+        crowd = same if len(same) >= MAX_STRANGERS_PER_ADDRESS else (
+            list(strangers) if len(strangers) >= MAX_STRANGERS else [])
+        if not crowd:
             return
-        async with slots:
-            peer = writer.get_extra_info("peername")
-            frames = FrameReader(lambda: reader.read(CHUNK))
-            first = None
+        oldest = next((w for w in crowd if not strangers[w][1]), crowd[0])
+        log.info("dice-lsp: dropped a connection from %s that sent no token (a newer one came)", strangers[oldest][0])
+        strangers.pop(oldest)
+        oldest.transport.abort()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal editors
+        peer = writer.get_extra_info("peername")
+        address = peer[0] if isinstance(peer, tuple) else str(peer)
+        make_room(address)
+        strangers[writer] = (address, False)
+
+        async def read_chunk() -> bytes:
+            chunk = await reader.read(CHUNK)
+            if chunk and writer in strangers:
+                strangers[writer] = (address, True)
+            return chunk
+
+        frames = FrameReader(read_chunk, max_body=AUTH_MAX_BODY)
+        try:
             try:
-                if token is not None:
-                    frames.max_body = AUTH_MAX_BODY
-                    first = await _authenticate(frames, writer, token)
-                    if first is None:
-                        log.warning("dice-lsp: refused %s: no valid token in its first frame", peer)
-                        return
-                    frames.max_body = MAX_BODY
+                first = await _authenticate(frames, writer, token)
+            finally:
+                strangers.pop(writer, None)
+            if first is None:
+                log.warning("dice-lsp: refused %s: no valid token in its first frame", peer)
+                return
+            if editors >= MAX_CONNECTIONS:
+                writer.write(_refusal(first.get("id"), TOO_MANY))
+                return
+            editors += 1
+            try:
+                frames.max_body = MAX_BODY
                 server = make_server()
                 server.protocol.set_writer(writer)
                 try:
                     await serve_connection(server, frames, first)
                 finally:
                     await server.release()
-            except (ConnectionError, asyncio.IncompleteReadError) as exc:
-                log.info("dice-lsp: connection %s lost: %s", peer, exc)
             finally:
-                writer.close()
+                editors -= 1
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.info("dice-lsp: connection %s lost: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass  # the listener is ending (SIGTERM, Ctrl-C): its server was released above
+        finally:
+            writer.close()
+
+    written: list[Path] = []
 
     async def listen() -> None:
         listener = await asyncio.start_server(on_connect, host, port)
-        log.info("dice-lsp: listening on %s", ", ".join(str(s.getsockname()) for s in listener.sockets))
+        bound = listener.sockets[0].getsockname()[1]
+        path = token_path or token_file(bound)
+        try:
+            write_token_file(path, token)
+        except OSError as exc:
+            print(f"dice-lsp: cannot write the token file {path}: {exc.strerror or exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        written.append(path)
+        # SIGTERM ends the listener as Ctrl-C does, so that its token file is removed.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+        addresses = ", ".join(str(s.getsockname()[:2]) for s in listener.sockets)
+        print(f"dice-lsp: listening on {addresses}; the token is in {path}", file=sys.stderr, flush=True)
         async with listener:
             await listener.serve_forever()
 
-    slots = asyncio.Semaphore(MAX_CONNECTIONS)
     try:
         asyncio.run(listen())
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     except OSError as exc:  # the port is taken, the address is not this machine's
         print(f"dice-lsp: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    finally:
+        for path in written:
+            _remove_token_file(path, token)
     return 0

@@ -430,21 +430,24 @@ async def start_stdio_server(env: dict[str, str]) -> tuple[asyncio.subprocess.Pr
 
 
 async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, int]:
-    """`dice-lsp --tcp` on a free loopback port (or as `args` say), once it listens."""
+    """`dice-lsp --tcp` on a free loopback port (or as `args` say), once it listens. Its token
+    file goes to a folder of the test's own ($XDG_RUNTIME_DIR); the token it holds is the
+    process's `token`."""
     port = free_port()
+    runtime = Path(tempfile.mkdtemp(prefix="dice-lsp-test-runtime-"))
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port), *args,
-        env=env, stderr=asyncio.subprocess.PIPE,
+        env={**env, "XDG_RUNTIME_DIR": str(runtime)}, stderr=asyncio.subprocess.PIPE,
     )
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
+    token_file = runtime / "dice-lsp" / f"tcp-{port}.token"
+    for _ in range(300):
+        if token_file.exists():  # written once it listens
+            process.token = token_file.read_text().strip()
+            process.token_file = token_file
             return process, port
-        except OSError:
-            if process.returncode is not None:
-                break
-            await asyncio.sleep(0.1)
+        if process.returncode is not None:
+            break
+        await asyncio.sleep(0.1)
     raise AssertionError(f"the server never listened: {(await process.stderr.read()).decode()[-2000:]}")
 
 

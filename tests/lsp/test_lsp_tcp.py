@@ -1,10 +1,14 @@
 """`dice-lsp --tcp`: the same server on a socket, for editors that connect rather than spawn;
-each connection has its own editor state, and a listener off loopback needs a token."""
+each connection has its own editor state, and every listener, loopback included, needs a
+token, generated and written to a file only the user can read when none is given."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,11 +29,15 @@ def open_saxpy(path: Path) -> dict:
     )
 
 
+def with_token(server, options: dict | None = None) -> dict:
+    return {"token": server.token, **(options or {})}
+
+
 async def test_initialize_over_tcp(child_env: dict[str, str]):
     server, port = await start_tcp_server(child_env)
     try:
         client = await connect(port)
-        answer = await client.initialize()
+        answer = await client.initialize(None, with_token(server))
         assert answer["result"]["serverInfo"]["name"] == "dice-lsp"
         assert "dice.fill" in answer["result"]["capabilities"]["executeCommandProvider"]["commands"]
     finally:
@@ -45,13 +53,13 @@ async def test_connections_do_not_share_documents_or_answers(child_env, tmp_path
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
         first = await connect(port)
-        await first.initialize(tmp_path)
+        await first.initialize(tmp_path, with_token(server))
         path = tmp_path / "saxpy.cu"
         first.send(open_saxpy(path))
         assert "saxpy" in (await first.call(1, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
 
         second = await connect(port)
-        await second.initialize(tmp_path)
+        await second.initialize(tmp_path, with_token(server))
         # The second editor never opened the file: it is read from disk, where there is none.
         assert (await second.call(1, "textDocument/hover", hover_saxpy(path)))["error"]["code"] == -32602
         answer = await first.call(2, "textDocument/hover", hover_saxpy(path))
@@ -64,19 +72,69 @@ async def test_connections_do_not_share_documents_or_answers(child_env, tmp_path
         assert "saxpy" in (await first.call(3, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
         first.send(notification("exit"))  # exit ends one connection, not the listener
         third = await connect(port)
-        assert (await third.initialize(tmp_path))["result"]["serverInfo"]["name"] == "dice-lsp"
+        assert (await third.initialize(tmp_path, with_token(server)))["result"]["serverInfo"]["name"] == "dice-lsp"
     finally:
         await end_process(server)
 
 
-async def test_a_listener_off_loopback_needs_a_token(child_env):
+async def test_a_loopback_listener_needs_a_token_too_and_writes_it_for_the_user_alone(child_env, tmp_path: Path):
+    """On loopback the token was optional: any local process could initialize and run Python
+    through dice.profile."""
     env = {k: v for k, v in child_env.items() if k != "DICE_LSP_TOKEN"}
-    refused = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "0.0.0.0", "--port", "0",
-        env=env, stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await asyncio.wait_for(refused.communicate(), 30)
-    assert refused.returncode == 2 and b"token" in err, err
+    server, port = await start_tcp_server(env)
+    try:
+        stranger = await connect(port)
+        answer = await stranger.initialize(tmp_path)
+        assert answer["error"]["code"] == -32600 and "token" in answer["error"]["message"]
+        assert len(server.token) >= 32
+        file_mode = os.stat(server.token_file).st_mode
+        folder_mode = os.stat(server.token_file.parent).st_mode
+        assert stat.S_IMODE(file_mode) == 0o600 and stat.S_IMODE(folder_mode) == 0o700
+        editor = await connect(port)
+        assert "result" in await editor.initialize(tmp_path, with_token(server))
+    finally:
+        await end_process(server)
+    assert not server.token_file.exists()  # the listener removes its token file when it ends
+
+
+async def test_idle_strangers_cannot_lock_an_editor_out(child_env, tmp_path: Path):
+    """16 idle connections locked a real editor out; reconnecting ones, for seconds."""
+    server, port = await start_tcp_server(child_env)
+    try:
+        idle = [await connect(port) for _ in range(40)]
+        started = time.monotonic()
+        editor = await connect(port)
+        answer = await editor.initialize(tmp_path, with_token(server))
+        assert answer["result"]["serverInfo"]["name"] == "dice-lsp"
+        assert time.monotonic() - started < 3
+
+        async def hold_a_connection_forever() -> None:
+            # An idle stranger that connects again as soon as the server drops it.
+            while True:
+                client = await connect(port)
+                while client.closed is None:
+                    await asyncio.sleep(0.01)
+
+        flood = [asyncio.ensure_future(hold_a_connection_forever()) for _ in range(40)]
+        try:
+            await asyncio.sleep(0.5)
+            for _ in range(3):
+                started = time.monotonic()
+                another = await connect(port)
+                answer = await another.initialize(tmp_path, with_token(server))
+                assert "result" in answer, answer
+                assert time.monotonic() - started < 3
+        finally:
+            for task in flood:
+                task.cancel()
+        # The first editor is served all along.
+        path = tmp_path / "saxpy.cu"
+        editor.send(open_saxpy(path))
+        assert "saxpy" in (await editor.call(1, "textDocument/hover", hover_saxpy(path)))["result"]["contents"]["value"]
+        for client in idle:
+            client.writer.close()
+    finally:
+        await end_process(server)
 
 
 async def test_a_token_is_checked_before_any_message(child_env, tmp_path: Path):

@@ -1,0 +1,51 @@
+"""`dice check`, `dice profile` and `dice fill` on paths that are not source files: each is
+refused at once with a message that says what the path is, never read without end, never a
+traceback, never "no such file" for a file that is there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiler.source_files import MAX_SOURCE_BYTES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dice(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cwd / "cache")}
+    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=60, cwd=cwd)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    os.mkfifo(tmp_path / "pipe.cu")
+    (tmp_path / "zero.cu").symlink_to("/dev/zero")
+    (tmp_path / "folder.cu").mkdir()
+    huge = tmp_path / "huge.cu"
+    with open(huge, "wb") as f:  # sparse: its size is what is refused, before any read
+        f.truncate(MAX_SOURCE_BYTES + 1)
+    return {
+        "fifo": (tmp_path / "pipe.cu", "is a FIFO (named pipe), not a regular file"),
+        "device": (tmp_path / "zero.cu", "is a character device, not a regular file"),
+        "folder": (tmp_path / "folder.cu", "is a folder, not a regular file"),
+        "huge": (huge, f"is {MAX_SOURCE_BYTES + 1} bytes, over the limit of {MAX_SOURCE_BYTES}"),
+        "missing": (tmp_path / "missing.cu", "no such file"),
+    }
+
+
+@pytest.mark.parametrize("case", ["fifo", "device", "folder", "huge", "missing"])
+@pytest.mark.parametrize("command", [("check",), ("profile",), ("fill", "--range", "1:1-1:2")])
+def test_a_path_that_is_not_a_source_file_is_refused_saying_what_it_is(hostile, tmp_path, case, command):
+    path, expected = hostile[case]
+    done = dice(command[0], str(path), *command[1:], cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    if case != "missing":
+        assert "no such file" not in done.stderr

@@ -10,10 +10,12 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls import uris
 
+from dice_lsp.lsp.lsp_text import use_fast_positions
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
 
 
 def initialize(ls: Session, params: types.InitializeParams) -> None:
+    use_fast_positions(ls.workspace)
     ls.apply_settings(params.initialization_options)
 
 

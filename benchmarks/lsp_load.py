@@ -254,9 +254,17 @@ async def five_megabytes(a: Client, b: Client, folder: Path, lat: Latencies) -> 
             ("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": {"start": at, "end": at}, "context": {"diagnostics": []}}),
             ("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 2 + 14 * 5000 + 2, "character": 18}}),
         ):
+            started = time.perf_counter()
             seconds, answer = await b.request(method, params, 300)
             lat.add("5 MB file (11,813 kernels)", method, seconds)
+            # A request the server answered "skipped: still analysing" (ContentModified, after
+            # its bound) is asked again, as an editor does on the refresh that follows.
+            while answer.get("error", {}).get("code") == -32801:
+                await asyncio.sleep(0.5)
+                seconds, answer = await b.request(method, params, 300)
+                lat.add("5 MB file (11,813 kernels)", method, seconds)
             answers[method] = answer.get("result")
+            answers[f"{method} ready after s"] = round(time.perf_counter() - started, 1)
 
     async def meanwhile(done: asyncio.Future) -> None:
         while not done.done():
@@ -270,6 +278,7 @@ async def five_megabytes(a: Client, b: Client, folder: Path, lat: Latencies) -> 
     return {
         "megabytes": len(text.encode()) / 1e6,
         "lenses": len(answers["textDocument/codeLens"] or []),
+        "lenses_ready_after_s": answers["textDocument/codeLens ready after s"],
         "hover": bool(answers["textDocument/hover"]),
     }
 
@@ -279,7 +288,10 @@ async def run(args: argparse.Namespace) -> dict:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     scratch = Path(tempfile.mkdtemp(prefix="dice-lsp-load-"))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DICE_CACHE_DIR": str(scratch / "cache")}
+    # Every listener needs a token; its token file goes to the scratch folder.
+    token = "load-test-token"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DICE_CACHE_DIR": str(scratch / "cache"),
+           "DICE_LSP_TOKEN": token, "XDG_RUNTIME_DIR": str(scratch)}
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port), env=env
     )
@@ -295,7 +307,8 @@ async def run(args: argparse.Namespace) -> dict:
         a, b = (Client(r, w) for r, w in connections)
         memory = MemoryWatch(server.pid)
         for client in (a, b):
-            await client.request("initialize", {"processId": None, "rootUri": scratch.as_uri(), "capabilities": {}}, 30)
+            await client.request("initialize", {"processId": None, "rootUri": scratch.as_uri(), "capabilities": {},
+                                                "initializationOptions": {"token": token}}, 30)
             client.notify("initialized", {})
         lat = Latencies()
         rng = random.Random(0)

@@ -49,7 +49,7 @@ class DiceServer(LanguageServer):
         self.diagnostics = DiagnosticsStore(self)
         self.checker = CompileChecker(self, self.diagnostics)
         self.watcher = FileWatcher(self.on_disk_change)
-        self.analyses = Analyses()
+        self.analyses = Analyses(on_late=self.refresh_lenses)
         self.gpu: str | None = None
         # Set once the client's settings are in (workspace/configuration after `initialized`):
         # a job sent right after `initialized` must not run with the defaults.

@@ -16,7 +16,7 @@ from dice_lsp.core.config import _FIELDS, STRATEGIES, Settings
 EXTENSION = Path(__file__).resolve().parents[2] / "editors" / "vscode"
 MANIFEST = json.loads((EXTENSION / "package.json").read_text())
 PROPERTIES = MANIFEST["contributes"]["configuration"]["properties"]
-CLIENT_SETTINGS = {"serverPath", "interpreter"}  # the extension's own; never sent to the server
+CLIENT_SETTINGS = {"serverPath", "interpreter", "tcp", "tokenFile"}  # the extension's own; never sent to the server
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 // The language client's life: resolve the server command, start, restart, stop.
 
+import * as net from "node:net";
 import * as vscode from "vscode";
 import {
   DidChangeConfigurationNotification,
@@ -7,9 +8,11 @@ import {
   LanguageClient,
   LanguageClientOptions,
   ServerOptions,
+  StreamInfo,
 } from "vscode-languageclient/node";
-import { describeServerCommand, resolveServerCommand, ServerCommand } from "./serverCommand";
+import { describeServerCommand, expandPath, resolveServerCommand, ServerCommand } from "./serverCommand";
 import { RESTART_SETTINGS, serverConfigurationResults, serverSettings } from "./settings";
+import { defaultTokenFile, parseTcpAddress, readToken } from "./tcpConnection";
 import { DiceStatus, STATUS_NOTIFICATION } from "./status";
 import { DiceStatusBar } from "./statusBar";
 
@@ -60,10 +63,33 @@ export class DiceLanguageServer implements vscode.Disposable {
     });
   }
 
+  /** How to reach the server: a process to start, or a `dice-lsp --tcp` to connect to (dice.tcp). */
+  private async resolveServer(): Promise<{ options: ServerOptions; description: string; token?: string }> {
+    const config = vscode.workspace.getConfiguration("dice");
+    const tcp = config.get<string>("tcp", "");
+    if (tcp.trim() === "") {
+      const command: ServerCommand = await this.resolveCommand();
+      // No `transport`: TransportKind.stdio would append "--stdio", which dice-lsp does not
+      // take; an Executable without one already talks over stdin/stdout.
+      return { options: { command: command.command, args: command.args }, description: describeServerCommand(command) };
+    }
+    const { host, port } = parseTcpAddress(tcp);
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const tokenFile = config.get<string>("tokenFile", "");
+    const token = readToken(tokenFile.trim() ? expandPath(tokenFile, folder) : defaultTokenFile(port));
+    const connect = (): Promise<StreamInfo> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(port, host);
+        socket.once("connect", () => resolve({ reader: socket, writer: socket }));
+        socket.once("error", reject);
+      });
+    return { options: connect, description: `dice-lsp at ${host}:${port} (dice.tcp)`, token };
+  }
+
   async start(): Promise<void> {
-    let command: ServerCommand;
+    let server: { options: ServerOptions; description: string; token?: string };
     try {
-      command = await this.resolveCommand();
+      server = await this.resolveServer();
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       this.output.appendLine(`DICE server not started: ${reason}`);
@@ -74,14 +100,14 @@ export class DiceLanguageServer implements vscode.Disposable {
       }
       return;
     }
-    this.output.appendLine(`Starting ${describeServerCommand(command)}`);
-    // No `transport`: TransportKind.stdio would append "--stdio", which dice-lsp does not
-    // take; an Executable without one already talks over stdin/stdout.
-    const serverOptions: ServerOptions = { command: command.command, args: command.args };
+    this.output.appendLine(`Starting ${server.description}`);
+    const serverOptions: ServerOptions = server.options;
+    const settings = serverSettings(this.diceSection()) as Record<string, unknown>;
     const clientOptions: LanguageClientOptions = {
       documentSelector: DOCUMENT_SELECTOR,
       outputChannel: this.output,
-      initializationOptions: serverSettings(this.diceSection()),
+      // A TCP listener reads its token from here (and takes it out before the settings).
+      initializationOptions: server.token === undefined ? settings : { ...settings, token: server.token },
       middleware: {
         workspace: {
           configuration: async (params, token, next) => {

@@ -4,7 +4,7 @@
 // section as the server's; the server rejects keys it does not know with a message, so the
 // client's keys are taken out of everything sent to it.
 
-export const CLIENT_ONLY_SETTINGS: readonly string[] = ["serverPath", "interpreter"];
+export const CLIENT_ONLY_SETTINGS: readonly string[] = ["serverPath", "interpreter", "tcp", "tokenFile"];
 
 /** Settings that need a new server process when they change. */
 export const RESTART_SETTINGS: readonly string[] = CLIENT_ONLY_SETTINGS;

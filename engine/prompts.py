@@ -115,7 +115,7 @@ def kernelbench_problem_end(text: str) -> int | None:
     PyTorch reference DICE's prompts want, when the file also holds ModelNew."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested too deeply
         return None
     ends = {}
     for node in tree.body:

@@ -49,3 +49,23 @@ def test_a_path_that_is_not_a_source_file_is_refused_saying_what_it_is(hostile, 
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
     if case != "missing":
         assert "no such file" not in done.stderr
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    # braces, parentheses and a spec expression nested past Python's recursion limit
+    ("deep.cu", "__global__ void k(float* y) " + "{" * 3000 + "y[0] = 1;" + "}" * 3000 + "\n"),
+    ("open.cu", "__global__ void k(float* y) " + "{" * 3000 + "\n"),
+    ("spec.cu", "// dice: let n = " + "(" * 3000 + "1" + ")" * 3000 + "\n__global__ void k(int n) {}\n"),
+    # Python nested past what ast and compile() recurse through
+    ("deep.py", "x = " + "-" * 5000 + "1\n"),
+    ("sum.py", "x = " + "+".join(["1"] * 30000) + "\n"),
+])
+def test_text_nested_thousands_deep_is_a_diagnostic_not_a_recursion_error(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    for command in ("check", "profile"):
+        done = dice(command, str(path), cwd=tmp_path)
+        assert "RecursionError" not in done.stdout + done.stderr and "Traceback" not in done.stderr, done
+        assert done.returncode in (0, 1) or "no __global__ function" in done.stderr, done  # an unclosed one is none
+        if name.endswith(".py") or name == "spec.cu":
+            assert "nested" in done.stdout + done.stderr, done

@@ -52,9 +52,10 @@ class ClusterUnavailable(Exception):
     """No Ray to judge on: not installed, or the cluster cannot be reached."""
 
 
-def ray_address(spec: str) -> str | None:
-    """What ray.init takes for --judge: None starts a local cluster for `ray`."""
-    return None if spec == LOCAL else spec
+def ray_address(spec: str) -> str:
+    """What ray.init takes for --judge: for `ray`, "local", a new cluster of this machine
+    (never one that happens to run here already)."""
+    return "local" if spec == LOCAL else spec
 
 
 def builders_dir() -> Path:
@@ -148,9 +149,10 @@ class RayJudgePool:
         self.say = say or (lambda text: print(f"dice bench: {text}", file=sys.stderr, flush=True))
         self.started = False
         if not ray.is_initialized():
+            # A cluster of this machine alone talks over loopback and runs no dashboard.
+            local = {"include_dashboard": False, "_node_ip_address": "127.0.0.1"} if spec == LOCAL else {}
             try:
-                ray.init(address=ray_address(spec), include_dashboard=False, log_to_driver=False,
-                         configure_logging=False)
+                ray.init(address=ray_address(spec), log_to_driver=False, configure_logging=False, **local)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ...: all say the same
                 raise ClusterUnavailable(f"cannot reach the Ray cluster {spec!r}: {exc}") from exc
             self.started = True

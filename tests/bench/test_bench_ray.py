@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,10 +32,11 @@ from dice_lsp.cli import main  # noqa: E402
 pytestmark = pytest.mark.timeout(420)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster():
-    """A local Ray cluster for this module's tests: CPUs for builds and one GPU slot."""
-    ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    """A local Ray cluster for a test: CPUs for builds and one GPU slot."""
+    ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             _node_ip_address="127.0.0.1")
     try:
         yield
     finally:
@@ -129,6 +134,15 @@ def state_of(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def settles(pid: int, stopped: bool, seconds: float = 5) -> bool:
+    """Whether process `pid` is (not) stopped within `seconds`: a signal takes effect when
+    the process is next scheduled."""
+    deadline = time.monotonic() + seconds
+    while (state_of(pid) == "T") != stopped and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return (state_of(pid) == "T") == stopped
+
+
 def test_a_judge_worker_measuring_stops_the_builds_of_ray_build_tasks_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,12 +166,93 @@ def test_a_judge_worker_measuring_stops_the_builds_of_ray_build_tasks_beside_it(
         pause = BuildPause()
         try:
             pause.hold()
-            assert state_of(build) == "T"  # stopped while the run measures
+            assert settles(build, stopped=True)  # stopped while the run measures
             assert state_of(builder.pid) != "T"  # the task and its keeper go on
             pause.release()
-            assert state_of(build) != "T"
+            assert settles(build, stopped=False)
         finally:
             pause.close()
     finally:
         os.killpg(builder.pid, signal.SIGKILL)
         builder.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def session_processes(session: int) -> list[int]:
+    """The live processes of a session (those `ray start` started, in the session it leads)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.getsid(int(entry)) == session:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def head_cluster(tmp_path: Path):
+    """A Ray cluster started apart from the test, as on a head machine (`ray start --head`,
+    one GPU slot), reached through Ray Client: `ray://127.0.0.1:PORT`."""
+    client_port = free_port()
+    # Ray's own files, where their socket paths fit in AF_UNIX's 107 bytes.
+    temp_dir = tempfile.mkdtemp(prefix="ray-")
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(free_port()),
+         "--ray-client-server-port", str(client_port), "--num-cpus", "3", "--num-gpus", "1",
+         "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp_dir],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "head.log", "w"), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", client_port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None, (tmp_path / "head.log").read_text()[-2000:]
+                time.sleep(0.5)
+        else:
+            pytest.fail("the Ray head did not open its client port within 90 s")
+        address = f"ray://127.0.0.1:{client_port}"
+        # The port opens before the cluster behind it serves clients: wait until a task runs.
+        probe = ("import ray, sys; ray.init(sys.argv[1]); "
+                 "assert ray.get(ray.remote(num_cpus=0)(lambda: 1).remote()) == 1")
+        for _ in range(3):
+            if subprocess.run([sys.executable, "-c", probe, address], capture_output=True, timeout=120).returncode == 0:
+                break
+        else:
+            pytest.fail("no task ran on the Ray head through its client port")
+        yield address
+    finally:
+        head.terminate()
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in session_processes(head.pid):
+            os.kill(pid, signal.SIGKILL)
+        head.wait()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_judging_through_ray_client_on_a_cluster_started_apart(
+    head_cluster: str, control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    assert main(["bench", str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--limit", "1",
+                 "--judge", head_cluster, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["problems"] == 1 and summary["errors"] == []
+    (record,) = load(out).tasks.values()
+    assert record.state == "done" and len(record.candidates) == 2
+    for candidate in record.candidates:
+        assert candidate.verdict["status"] == "no_gpu"
+        assert candidate.verdict["extra"]["judged_on"]["gpu"] == "0"
+    assert not ray.is_initialized()  # the run let go of the cluster it connected to
+

@@ -3,8 +3,8 @@ cluster, started for the run) or `--judge ray://HEAD:10001` (a running cluster, 
 Client) or `--judge HEAD:6379` (from a machine of the cluster).
 
 Each problem is two Ray tasks:
-- `build_ahead` (CPU, BUILD_CPUS): its candidates' load_inline builds, as the local worker
-  builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the
+- `build_ahead` (CPU: BUILD_CPUS per candidate, at most a machine's): its candidates'
+  load_inline builds side by side, as the local worker builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the
   machine's GPU, so nothing is built on a machine without one). It lands where Ray finds free
   CPUs; what it builds stays in that machine's build store (on disk where sandboxes are
   isolated: profiler.sandbox.builds), so the verdict is placed on the same machine when it has
@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterator
 
 from dice_lsp.bench.judge import JudgeError, JudgeJob, PhaseFn
 
-# CPUs a build task holds: building a load_inline extension compiles two files at once.
+# CPUs a build task holds per candidate: building a load_inline extension compiles two
+# files at once (the local worker's share too: profiler.judge.half_the_cpus).
 BUILD_CPUS = 2
 # Times a problem is sent to a machine before it counts as one that cannot be judged.
 MAX_ATTEMPTS = 3
@@ -71,9 +72,9 @@ def builders_dir() -> Path:
 
 
 def build_ahead(job: dict) -> dict[str, Any]:
-    """The problem's candidates built on this machine (nothing without a GPU to build for),
-    at the local worker's build niceness, in a thread of their own (a thread's niceness
-    never comes down, and this process may judge next), registered so that a judge worker
+    """The problem's candidates built on this machine side by side (nothing without a GPU to
+    build for), each at the local worker's build niceness in a thread of its own (a thread's
+    niceness never comes down, and this process may judge next), registered so that a judge worker
     measuring on this machine stops them meanwhile."""
     import profiler
     import ray
@@ -85,17 +86,19 @@ def build_ahead(job: dict) -> dict[str, Any]:
         problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"])
         mark = builders_dir() / str(os.getpid())
 
-        def build_all() -> None:
+        def build_one(candidate: str) -> None:
             _nice_this_thread(NICE)
-            for candidate in problem.buildable(job["documents"]):
-                problem.build(candidate)
-                built.append(candidate)
+            problem.build(candidate)
+            built.append(candidate)
 
         mark.touch()
         try:
-            builder = threading.Thread(target=build_all, name="dice-ray-build")
-            builder.start()
-            builder.join()
+            builders = [threading.Thread(target=build_one, args=(candidate,), name="dice-ray-build")
+                        for candidate in problem.buildable(job["documents"])]
+            for builder in builders:
+                builder.start()
+            for builder in builders:
+                builder.join()
         finally:
             mark.unlink(missing_ok=True)
             problem.close()
@@ -179,7 +182,10 @@ class RayJudgePool:
         gpus = self.gpus()
         if not gpus:
             self.say(f"the Ray cluster {self.spec!r} has no GPU: candidates are compiled, not timed")
-        build = ray.remote(num_cpus=BUILD_CPUS, num_gpus=0, max_retries=0)(build_ahead)
+        build = ray.remote(num_gpus=0, max_retries=0)(build_ahead)
+        # A problem's builds run side by side on one machine: as many CPUs as they need, at
+        # most a machine's (a larger request could never be placed).
+        machine_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]] + [1])
         verdict = ray.remote(num_cpus=1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
         phase = on_phase or (lambda index, name: None)
         running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
@@ -196,7 +202,8 @@ class RayJudgePool:
         for index, job in enumerate(jobs):
             problem = Problem(index, job)
             if gpus:
-                running[build.remote(asdict(job))] = ("build", problem)
+                cpus = max(1, min(BUILD_CPUS * len(job.documents), machine_cpus))
+                running[build.options(num_cpus=cpus).remote(asdict(job))] = ("build", problem)
                 phase(index, "building")
             else:
                 send_to_gpu(problem)

@@ -44,6 +44,27 @@ __global__ void saxpy(float a, const float* __restrict__ x, float* y, int n)
 """
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "one_client(name): the test does not depend on the client; it runs with this client's "
+        "capabilities only (deselected for the others, not skipped)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The clients differ in how actions reach the server (resolve, command), which most tests
+    cover with both; the rest of a job's life (cancel, crash, edits) runs once, with the client
+    its `one_client` marker names."""
+    deselected = []
+    for item in items:
+        marker = item.get_closest_marker("one_client")
+        client = getattr(item, "callspec", None) and item.callspec.params.get("model_lsp")
+        if marker is not None and client is not None and client != marker.args[0]:
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]
+
+
 def child_environment() -> dict[str, str]:
     """The environment for the processes the tests start: this checkout first on the path
     (before whatever PYTHONPATH brings, e.g. wheels unpacked on the GPU machine), and a
@@ -439,7 +460,7 @@ async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.sub
         sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port), *args,
         env={**env, "XDG_RUNTIME_DIR": str(runtime)}, stderr=asyncio.subprocess.PIPE,
     )
-    token_file = runtime / "dice-lsp" / f"tcp-{port}.token"
+    token_file = runtime / "dice-lsp" / "tcp" / f"{port}.token"
     for _ in range(300):
         if token_file.exists():  # written once it listens
             process.token = token_file.read_text().strip()

@@ -55,13 +55,6 @@ def workspace(model_editor, request) -> Path:
     return folder
 
 
-def run_once_as(editor, client: str) -> None:
-    """The clients differ in how actions reach the server (resolve, command), which the first
-    tests cover with both; the rest of a job's life (cancel, crash, edits) runs once."""
-    if editor.client_name != client:
-        pytest.skip(f"does not depend on the client: run with {client}'s capabilities only")
-
-
 def progress_messages(editor) -> list[str]:
     return [
         getattr(value, "message", None) or getattr(value, "title", "")
@@ -79,10 +72,9 @@ def fill_args(uri: str) -> dict:
     return {"uri": uri, "range": {"start": {"line": 9, "character": 8}, "end": {"line": 9, "character": 31}}}
 
 
-async def open_for_a_long_job(editor, workspace: Path, client: str) -> str:
+async def open_for_a_long_job(editor, workspace: Path) -> str:
     """saxpy.cu opened, with a one-candidate budget long enough (2000 tokens) that a test can
     act on the job while it generates."""
-    run_once_as(editor, client)
     await editor.configure(maxTokens=2000, candidates=1)
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)
@@ -143,8 +135,8 @@ async def test_fill_resolves_then_each_candidate_is_an_action(editor, workspace:
     assert len(again) == len(candidates)
 
 
+@pytest.mark.one_client("neovim")
 async def test_compile_error_in_a_candidate_is_reported(editor, workspace: Path):
-    run_once_as(editor, "neovim")
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)
     uri = editor.open(path)
@@ -173,8 +165,8 @@ async def test_optimize_command_rewrites_only_the_kernel(editor, workspace: Path
     assert new.endswith("\nint untouched = 1;\n")
 
 
+@pytest.mark.one_client("neovim")
 async def test_optimize_model_appends_model_new(editor, workspace: Path):
-    run_once_as(editor, "neovim")
     path = workspace / "add.py"
     path.write_text(KERNELBENCH)
     uri = editor.open(path)
@@ -186,8 +178,8 @@ async def test_optimize_model_appends_model_new(editor, workspace: Path):
     assert editor.text(uri).startswith(KERNELBENCH + "\n\n"), "ModelNew goes after everything, which stays"
 
 
+@pytest.mark.one_client("neovim")
 async def test_document_edited_mid_job_is_not_overwritten(editor, workspace: Path):
-    run_once_as(editor, "neovim")
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)
     uri = editor.open(path)
@@ -200,8 +192,9 @@ async def test_document_edited_mid_job_is_not_overwritten(editor, workspace: Pat
     assert editor.text(uri) == "// edited while DICE works\n" + SAXPY
 
 
+@pytest.mark.one_client("neovim")
 async def test_cancel_from_progress_and_by_job_id(editor, workspace: Path):
-    uri = await open_for_a_long_job(editor, workspace, "neovim")
+    uri = await open_for_a_long_job(editor, workspace)
     args = fill_args(uri)
 
     job = asyncio.ensure_future(editor.execute("dice.fill", args))
@@ -236,8 +229,9 @@ async def cancel_once_generating(editor, request: asyncio.Future, msg_id: str, w
     )
 
 
+@pytest.mark.one_client("visual-studio-code")
 async def test_cancel_request_of_a_resolve(editor, workspace: Path):
-    uri = await open_for_a_long_job(editor, workspace, "visual-studio-code")
+    uri = await open_for_a_long_job(editor, workspace)
     fill = action(await editor.code_actions(uri, STATEMENT), "Fill selection with DICE")
     request = asyncio.ensure_future(
         editor.client.protocol.send_request_async(types.CODE_ACTION_RESOLVE, fill, msg_id="resolve-1")
@@ -268,8 +262,9 @@ def engine_workers(server_pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.one_client("neovim")
 async def test_worker_crash_is_reported_and_the_engine_restarts(editor, workspace: Path):
-    uri = await open_for_a_long_job(editor, workspace, "neovim")
+    uri = await open_for_a_long_job(editor, workspace)
     args = fill_args(uri)
     job = asyncio.ensure_future(editor.execute("dice.fill", args))
     await wait_for_generation(editor)

@@ -435,10 +435,6 @@ def _kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_l
                                             reference.samples if reference.inputs is not None else None)
 
     outcome, verdict = measured(started)
-    if verdict.status == "unstable":  # measured again, in a fresh process; unstable twice is the verdict
-        first = verdict.message
-        outcome, verdict = measured(None)
-        verdict.extra["first_measurement"] = first
     if candidate is not None and verdict.status == "no_gpu":
         # The problem loaded (else the verdict says why); what the sandbox could not build
         # without a GPU, nvcc can at least compile.
@@ -466,6 +462,16 @@ class TorchCompileBaseline:
     # Seconds since it was measured, when it is a measurement of this process reused
     # (CompiledBaselines); 0 for one made for this verdict.
     age_s: float = 0.0
+
+
+def _measured_again_if_unstable(verdict: Verdict, measure: Callable[[], Verdict]) -> Verdict:
+    """`verdict`, or where it is unstable a second measurement in a fresh process (its own
+    verdict, unstable again or not), which keeps the first one's message."""
+    if verdict.status != "unstable":
+        return verdict
+    second = measure()
+    second.extra["first_measurement"] = verdict.message
+    return second
 
 
 def torch_compile_baseline(baseline: str, path: str, time_limit: float, should_cancel=None,
@@ -647,14 +653,19 @@ class KernelBenchProblem:
     def verdict(self, candidate: str | None) -> Verdict:
         # torch.compile costs a process and tens of seconds: profile() does it, judge() not.
         stack, started = self._ready.pop(candidate, (None, None))
-        try:
+
+        def measure(started: Started | None = None) -> Verdict:
             return _kernelbench_verdict(self.baseline, candidate, self.path, self.time_limit, self.should_cancel,
                                         with_compile=False, builds=self.builds, reference=self.reference_run,
                                         on_phase=self.on_phase, started=started, protocol=self.protocol)
+
+        try:
+            verdict = measure(started)
         finally:
             if started is not None:
                 started.discard()  # ended by its run; killed if the verdict did not need it
-                stack.close()  # the build folder back (its digest recorded)
+                stack.close()  # the build folder back (its digest recorded): a second measurement needs it
+        return _measured_again_if_unstable(verdict, measure)
 
     def close(self) -> None:
         for stack, started in self._ready.values():
@@ -727,8 +738,12 @@ def profile(source: str, path: str, *, kernel: str | None = None, time_limit: fl
     if is_kernelbench(path):
         candidate = source if defines_model_new(source) else None
         builds = process_builds() if reuse_builds() else None
-        verdict = _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
-                                       builds=builds)
+
+        def measure() -> Verdict:
+            return _kernelbench_verdict(source, candidate, path, time_limit, should_cancel, with_compile=True,
+                                        builds=builds)
+
+        verdict = _measured_again_if_unstable(measure(), measure)
         if keep_warm:
             _keep_a_spare(source, path, time_limit, builds)
         return verdict

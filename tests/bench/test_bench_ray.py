@@ -256,3 +256,28 @@ def test_judging_through_ray_client_on_a_cluster_started_apart(
         assert candidate.verdict["extra"]["judged_on"]["gpu"] == "0"
     assert not ray.is_initialized()  # the run let go of the cluster it connected to
 
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_ray_judges_as_local_judging_does(
+    control_problems: Path, controls_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same problems and controls judged by a local run and through `--judge ray` on one
+    GPU: the same status for every candidate, speedups within 5% (two runs of `dice bench`
+    agree within 0.2% on these controls: README's benchmarks)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+    verdicts = {}
+    for judge in (None, "ray"):
+        out = tmp_path / (judge or "local")
+        assert main(["bench", str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--limit",
+                     "2", *(["--judge", judge] if judge else [])]) == 0
+        verdicts[judge] = {(name, Path(c.generation["file"]).name): c.verdict
+                           for name, record in load(out).tasks.items() for c in record.candidates}
+    assert verdicts[None].keys() == verdicts["ray"].keys()
+    for key, local in verdicts[None].items():
+        through_ray = verdicts["ray"][key]
+        assert through_ray["status"] == local["status"], key
+        assert through_ray["gpu"] == local["gpu"] is not None
+        if local["speedup"] is not None:
+            assert through_ray["speedup"] == pytest.approx(local["speedup"], rel=0.05), key

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +244,8 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
             progress.advance(task.name)
     finally:
         if pool is not None:
+            # Stopped (Ctrl-C) or failed: the requests in flight are cancelled, not waited for.
+            getattr(make_candidates, "stop", lambda: None)()
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -265,10 +268,13 @@ def model_candidates(plan: Plan, args: argparse.Namespace,
                 generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
                             "finish_reason": c.finish_reason, "extraction": c.extraction},
             )
-            for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress)
+            for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress,
+                                   should_cancel=stopping.is_set)
         ]
 
+    stopping = threading.Event()
     make.in_flight = getattr(engine, "parallel_requests", 1)  # type: ignore[attr-defined]
+    make.stop = stopping.set  # type: ignore[attr-defined]
     return make
 
 

@@ -80,9 +80,12 @@ def build_ahead(job: dict) -> dict[str, Any]:
     import ray
     from dice_lsp.bench.worker import NICE, _nice_this_thread
     from profiler.judge import KernelBenchProblem
+    from profiler.sandbox.builds import persistent_root, reuse_builds
 
     built: list[str] = []
-    if profiler.is_kernelbench(job["path"]):
+    # Builds outlive this task only in a store on disk (where sandboxes are isolated and
+    # builds are reused); else the judge worker builds them itself, as it does locally.
+    if profiler.is_kernelbench(job["path"]) and reuse_builds() and persistent_root() is not None:
         problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"])
         mark = builders_dir() / str(os.getpid())
 

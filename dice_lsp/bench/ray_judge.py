@@ -189,7 +189,9 @@ class RayJudgePool:
         # A problem's builds run side by side on one machine: as many CPUs as they need, at
         # most a machine's (a larger request could never be placed).
         machine_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]] + [1])
-        verdict = ray.remote(num_cpus=1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
+        # A verdict holds its GPU and no CPU of Ray's count: build tasks may hold a whole
+        # machine's, and a GPU must not wait for them (its worker stops them while it measures).
+        verdict = ray.remote(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
         phase = on_phase or (lambda index, name: None)
         running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
 

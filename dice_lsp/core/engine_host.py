@@ -47,6 +47,10 @@ class EngineHost:
         self._wanted: tuple[str, str | None] | None = None
         self._lock = asyncio.Lock()
 
+    def has(self, settings: Settings) -> bool:
+        """Whether the engine for these settings is started (a job then loads no model)."""
+        return self._engine is not None and self._wanted == (settings.model, settings.device)
+
     async def get(self, settings: Settings) -> AsyncEngine:
         """The started engine for these settings, starting (or replacing) it if needed."""
         from engine.client import AsyncEngine

@@ -136,6 +136,22 @@ async def test_fill_resolves_then_each_candidate_is_an_action(editor, workspace:
 
 
 @pytest.mark.one_client("neovim")
+async def test_a_job_that_loads_the_model_says_so_in_its_progress(editor, workspace: Path, tiny_checkpoint: Path):
+    """A job that has to start the model (the first after start-up, or after the model setting
+    changed) reports it before generating; the next job, the model warm, goes straight on."""
+    await editor.configure(model=f"{tiny_checkpoint}/")  # the same folder spelt otherwise: another engine
+    path = workspace / "saxpy.cu"
+    path.write_text(SAXPY)
+    uri = editor.open(path)
+    await editor.execute("dice.fill", fill_args(uri))
+    loading = [m for m in progress_messages(editor) if m.startswith("loading model")]
+    assert loading == [f"loading model {tiny_checkpoint}/"], progress_messages(editor)
+    editor.client.progress_reports.clear()
+    await editor.execute("dice.fill", fill_args(uri))
+    assert not [m for m in progress_messages(editor) if m.startswith("loading model")]
+
+
+@pytest.mark.one_client("neovim")
 async def test_compile_error_in_a_candidate_is_reported(editor, workspace: Path):
     path = workspace / "saxpy.cu"
     path.write_text(SAXPY)

@@ -79,6 +79,8 @@ async def _run(ls: Session, kind: str, snapshot: Snapshot, where: dict, token: t
     settings = await ls.ready_settings()
     task = asyncio.current_task()
     async with work_done(ls, TITLES[kind], on_cancel=task.cancel, token=token) as report:
+        if not ls.engines.has(settings):  # the first job, or a new model: seconds before generating
+            report(f"loading model {settings.model}", 0)
         engine = await ls.engines.get(settings)
         ls.status.update(busy=True, message=f"{kind}: generating")
 

@@ -56,8 +56,9 @@ def resolve(spec: str) -> Path:
         return Path(snapshot_download(repo_id, revision=revision, allow_patterns=CHECKPOINT_FILES))
     except LocalEntryNotFoundError:
         offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else " and the Hub cannot be reached"
-        raise EngineError(f"{spec} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}){offline}; "
-                          f"download it once online, or pass a checkpoint folder") from None
+        raise EngineError(f"{spec}: no such folder here, and not in the Hugging Face cache "
+                          f"({constants.HF_HUB_CACHE}){offline}; download it once online, or pass a checkpoint "
+                          "folder") from None
     except GatedRepoError:
         raise EngineError(f"{repo_id} is gated on the Hub: accept its terms on its page and log in "
                           "(`hf auth login`)") from None

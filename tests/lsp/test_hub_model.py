@@ -84,7 +84,7 @@ def test_engine_load_takes_a_hub_id(offline_env):
 
 
 @pytest.mark.parametrize(("model", "message"), [
-    ("dice-test/not-there", "dice-test/not-there is not in the Hugging Face cache ("),
+    ("dice-test/not-there", "dice-test/not-there: no such folder here, and not in the Hugging Face cache ("),
     ("dice-test/a-llama", "is not an SDAR/DICE checkpoint (its config.json says model_type 'llama'"),
 ])
 def test_a_hub_id_that_cannot_be_used_says_why(tmp_path: Path, offline_env, model: str, message: str):

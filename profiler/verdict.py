@@ -214,6 +214,16 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
     extra = dict(m.get("extra", {}))
     extra["ci_method"] = CI_METHOD
     extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
+    flags: list[str] = []
+    if base is not None:
+        if rules.clock_disagreement(m.get("escape"), base, cand, extra) is not None:
+            flags.append("clock_disagrees")
+        charged = rules.escaped_work(m.get("escape"), cand, extra)
+        if charged is not None:  # work outside the launching stream's timed region, charged to the candidate
+            cand = charged
+            flags.append("escaped_timer")
+        if rules.busy_threads(m.get("escape"), float(m["timing"].get("seconds", 0.0)), extra):
+            flags.append("host_threads")
     time_ms = summarize(cand).median_ms
     base_ms = None if base is None else summarize(base).median_ms
     checked = int(m["inputs_checked"])
@@ -241,17 +251,6 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
             message = (f"{time_ms:.4f} ms median (IQR {extra['timing']['iqr_ms']:.4f} ms), {roof}; outputs fully "
                        f"written and repeatable on {checked} input sets (nothing to compare with)")
         return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
-    disagreement = rules.clock_disagreement(m.get("escape"), base, cand)
-    if disagreement is not None:
-        raise Rejected(disagreement)
-    flags: list[str] = []
-    charged = rules.escaped_work(m.get("escape"), cand, extra)
-    if charged is not None:  # work outside the launching stream's timed region, charged to the candidate
-        cand = charged
-        time_ms = summarize(cand).median_ms
-        flags.append("escaped_timer")
-    if rules.busy_threads(m.get("escape"), float(m["timing"].get("seconds", 0.0)), extra):
-        flags.append("host_threads")
     speedup = rules.reproducible_interval(base, cand)
     extra["speedup_interval_within_run"] = [speedup.within_low, speedup.within_high]
     against = " vs eager PyTorch Model" if kernelbench else ""
@@ -282,6 +281,11 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
         status = "suspicious"
         head = (f"suspicious: {speedup.ratio:.2f}x ({interval}) is over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch, "
                 f"more often a cheat than a kernel: check")
+    elif "escaped_timer" in flags or "clock_disagrees" in flags:
+        status = "suspicious"
+        what = ("work outside the stream it was timed on (another stream or thread), charged to it"
+                if "escaped_timer" in flags else "its CUDA events read less time than the wall clock saw")
+        head = f"suspicious: {what}; {speedup.ratio:.2f}x ({interval}) with that work counted"
     elif speedup.faster:
         status, head = "faster", f"{speedup.ratio:.2f}x faster ({interval})"
     else:

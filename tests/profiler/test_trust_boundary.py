@@ -468,3 +468,17 @@ def test_output_samples_follow_the_comparisons_rules():
     tiny = zeros + np.float32(1e-5)  # within atol * 1.0 of an all-zero output
     assert compare("out", zeros, tiny, "float32") is None
     assert compare_samples("out", output_sample(zeros, "float32", [1]), output_sample(tiny, "float32", [1])) is None
+
+
+def test_work_that_escaped_the_timed_stream_is_charged_and_never_faster():
+    """A candidate whose work runs on another stream, never joined: its events see little, the
+    device was busy for long after them (the tails) or beside the flush."""
+    escape = {"baseline": {"flush_ms": [0.085] * 20, "tail_ms": [0.004] * 20, "wall_ms": [0.6] * 20},
+              "candidate": {"flush_ms": [0.085] * 20, "tail_ms": [0.304] * 20, "wall_ms": [0.4] * 20},
+              "other_threads_cpu_s": 0.0}
+    measured = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.01] * 20, "seconds": 0.1},
+                "escape": escape}
+    verdict = from_measurement(measured, wall_s=5.0)
+    assert verdict.status == "suspicious" and not verdict.proven, verdict.message
+    assert "escaped_timer" in verdict.extra["flags"] and verdict.time_ms == pytest.approx(0.31)
+    assert "another stream or thread" in verdict.message

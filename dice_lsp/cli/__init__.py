@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     _add_json(p)
 
+    p = sub.add_parser("doctor", help="what this machine gives the judge: GPU, compiler, how candidates are isolated")
+    _add_json(p)
+
     p = sub.add_parser("bench", help="KernelBench-style evaluation of a model over a folder")
     p.add_argument("dir", nargs="?", help="folder of KernelBench problems (not needed with --infill)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N problems (default: every problem)")
@@ -197,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         from dice_lsp.bench import run as bench
 
         return bench.main(args)
+    if args.command == "doctor":
+        from dice_lsp.cli import doctor
+
+        return doctor.main(args)
     raise AssertionError(args.command)
 
 

@@ -13,6 +13,7 @@ STATUS_NOTIFICATION = "dice/status"
 class Status:
     model: str | None = None  # the model loaded (or being loaded)
     gpu: str | None = None  # the GPU results are timed on; None: no GPU
+    sandbox: str | None = None  # how candidates are isolated (profiler.sandbox.isolation.describe)
     busy: bool = False
     message: str = "ready"
 

@@ -109,7 +109,14 @@ class DiceServer(LanguageServer):
         except Exception as exc:  # no GPU query at all still leaves compile checks working
             log.warning("GPU detection failed: %s", exc)
             self.gpu = None
-        self.status.update(gpu=self.gpu, message="ready" if self.gpu else "ready (no GPU: results are not timed)")
+        try:
+            from profiler.sandbox.isolation import describe
+
+            _, sandbox = await asyncio.get_running_loop().run_in_executor(None, describe)
+        except Exception as exc:  # noqa: BLE001 - the status says so; judging reports its own refusal
+            sandbox = f"unknown: {exc}"
+        self.status.update(gpu=self.gpu, sandbox=sandbox,
+                           message="ready" if self.gpu else "ready (no GPU: results are not timed)")
         self.refresh_lenses()
 
     def on_disk_change(self, path: str) -> None:

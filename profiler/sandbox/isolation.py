@@ -61,3 +61,19 @@ def isolation() -> bool:
             "candidates run without namespaces of their own (%s): they run as you, beside you; "
             "%s=on refuses to judge without them", problem, ISOLATION_ENV)
     return problem is None
+
+
+NAMESPACES = ("namespaces of their own: PID (they see no other process), mount (read-only but their own folders), "
+              "network (no interface up, loopback included)")
+
+
+def describe() -> tuple[bool, str]:
+    """(whether candidates run isolated, how they run, in words), for `dice doctor` and the
+    editor's status: the namespaces, or why there are none."""
+    try:
+        if isolation():
+            return True, NAMESPACES
+    except IsolationUnavailable as exc:
+        return False, f"refused: {exc}"
+    problem = isolation_problem()
+    return False, f"none ({ISOLATION_ENV}=off)" if problem is None else f"none: {problem}"

@@ -40,8 +40,11 @@ async def test_initialize_advertises_commands_and_resolve(editor, local_gpu):
     assert result.code_action_provider.resolve_provider is True
     await editor.wait_for(lambda: any(s["message"].startswith("ready") for s in editor.statuses), what="dice/status ready")
     last = editor.statuses[-1]
-    assert set(last) == {"model", "gpu", "busy", "message"}
+    assert set(last) == {"model", "gpu", "sandbox", "busy", "message"}
     assert last["busy"] is False
+    from profiler.sandbox.isolation import describe
+
+    assert last["sandbox"] == describe()[1]  # what :checkhealth shows
     assert last["gpu"] == local_gpu
     assert ("no GPU" in last["message"]) == (local_gpu is None)
 

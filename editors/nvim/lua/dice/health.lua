@@ -1,4 +1,4 @@
--- :checkhealth dice: Neovim version, the server command, the running server's model and GPU.
+-- :checkhealth dice: Neovim version, the server command, the running server's model, GPU and sandbox.
 
 local M = {}
 
@@ -57,6 +57,11 @@ local function check_running_server()
     vim.health.ok("GPU: " .. status.gpu)
   else
     vim.health.warn("GPU: none found; candidates are compiled but not checked or timed")
+  end
+  if status.sandbox then
+    local isolated = status.sandbox:sub(1, 10) == "namespaces"
+    local report = isolated and vim.health.ok or vim.health.warn
+    report("candidates run in: " .. status.sandbox)
   end
   if status.message then
     vim.health.info("status: " .. status.message .. (status.busy and " (busy)" or ""))

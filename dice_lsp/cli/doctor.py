@@ -1,0 +1,29 @@
+"""`dice doctor`: what this machine gives the judge, one fact a line: the GPU, the compiler,
+and how candidates are isolated (namespaces of their own: PID, mount, network; or why not).
+Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+def facts() -> dict:
+    from profiler.compile import find_nvcc
+    from profiler.gpu import compute_capability, gpu_name
+    from profiler.sandbox.isolation import describe
+
+    isolated, sandbox = describe()
+    return {"gpu": gpu_name(), "compute_capability": compute_capability(), "nvcc": find_nvcc(),
+            "isolated": isolated, "sandbox": sandbox}
+
+
+def main(args: argparse.Namespace) -> int:
+    found = facts()
+    if args.json:
+        print(json.dumps(found))
+    else:
+        print(f"GPU: {found['gpu'] or 'none: candidates are compiled, not checked or timed'}"
+              + (f" (compute capability {found['compute_capability']})" if found["compute_capability"] else ""))
+        print(f"nvcc: {found['nvcc'] or 'not found: dice check needs it; install the CUDA toolkit or set CUDA_HOME'}")
+        print(f"candidates run in: {found['sandbox']}")
+    return 0 if found["gpu"] and found["isolated"] else 1

@@ -1,0 +1,31 @@
+"""`dice doctor`: what this machine gives the judge, through the installed command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from profiler.sandbox import isolation_problem
+
+
+def _doctor(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", "doctor", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+@pytest.mark.skipif(isolation_problem() is not None, reason=f"no unprivileged namespaces here: {isolation_problem()}")
+def test_doctor_names_the_namespaces_candidates_run_in_network_included():
+    done = _doctor("--json")
+    found = json.loads(done.stdout)
+    assert found["isolated"] is True and "network (no interface up, loopback included)" in found["sandbox"]
+    assert done.returncode == (0 if found["gpu"] else 1)
+
+
+def test_doctor_says_when_candidates_run_without_namespaces():
+    done = _doctor(DICE_SANDBOX_ISOLATION="off")
+    assert "candidates run in: none (DICE_SANDBOX_ISOLATION=off)" in done.stdout
+    assert done.returncode == 1, "judging without isolation is not a healthy set-up"

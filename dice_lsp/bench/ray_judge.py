@@ -121,9 +121,9 @@ def judge_on_gpu(job: dict) -> dict[str, Any]:
     # Ray puts the task's GPU in CUDA_VISIBLE_DEVICES; the worker is pinned to it.
     slot = os.environ.get("CUDA_VISIBLE_DEVICES") if gpus else None
     where = {"host": socket.gethostname(), "node": ray.get_runtime_context().get_node_id(),
-             "gpu": slot, "pid": os.getpid()}
+             "gpu": slot, "pid": os.getpid(), "started": time.time()}
     try:
-        return {"answer": run_worker(JudgeJob(**job), slot), **where}
+        return {"answer": run_worker(JudgeJob(**job), slot), **where, "seconds": time.time() - where["started"]}
     except JudgeError as exc:
         return {"error": str(exc), **where}
 
@@ -194,15 +194,29 @@ class RayJudgePool:
         verdict = ray.remote(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
         phase = on_phase or (lambda index, name: None)
         running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
+        # Verdict tasks are sent only as GPUs come free, so that each starts when it is sent
+        # (its time limit counts from then) and a free GPU takes a problem built on its machine.
+        slots = gpus or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        waiting: list[Problem] = []                      # ready to judge, in problem order
 
-        def send_to_gpu(problem: Problem) -> None:
-            problem.attempts += 1
-            options: dict[str, Any] = {}
-            if problem.node is not None:
-                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(problem.node, soft=True)
-            problem.give_up_at = time.monotonic() + problem.job.deadline + TASK_MARGIN_S
-            running[verdict.options(**options).remote(asdict(problem.job))] = ("verdict", problem)
+        def ready_to_judge(problem: Problem) -> None:
+            waiting.append(problem)
+            waiting.sort(key=lambda p: p.index)
             phase(problem.index, "waiting for GPU")
+
+        def dispatch(freed_node: str | None = None) -> None:
+            while waiting and sum(kind == "verdict" for kind, _ in running.values()) < slots:
+                problem = next((p for p in waiting if freed_node is not None and p.node == freed_node), waiting[0])
+                freed_node = None
+                waiting.remove(problem)
+                problem.attempts += 1
+                options: dict[str, Any] = {}
+                if problem.node is not None:  # where its builds are, unless that machine is busy
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                        problem.node, soft=True, _spill_on_unavailable=True)
+                problem.give_up_at = time.monotonic() + problem.job.deadline + TASK_MARGIN_S
+                running[verdict.options(**options).remote(asdict(problem.job))] = ("verdict", problem)
+                phase(problem.index, "timing")
 
         for index, job in enumerate(jobs):
             problem = Problem(index, job)
@@ -211,44 +225,49 @@ class RayJudgePool:
                 running[build.options(num_cpus=cpus).remote(asdict(job))] = ("build", problem)
                 phase(index, "building")
             else:
-                send_to_gpu(problem)
+                ready_to_judge(problem)
+        dispatch()
         try:
             while running:
-                timeout = max(0.0, min(p.give_up_at for k, p in running.values() if k == "verdict")
-                              - time.monotonic()) if any(k == "verdict" for k, _ in running.values()) else None
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
-                if not ready:
+                limits = [p.give_up_at for kind, p in running.values() if kind == "verdict"]
+                timeout = max(0.0, min(limits) - time.monotonic()) if limits else None
+                done, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
+                if not done:
                     for ref, (kind, problem) in list(running.items()):
                         if kind == "verdict" and problem.give_up_at <= time.monotonic():
                             ray.cancel(ref, force=True)
                             del running[ref]
                             yield problem.index, JudgeError(
                                 f"no answer from the Ray cluster within {problem.job.deadline + TASK_MARGIN_S:.0f} s")
+                    dispatch()
                     continue
-                ref = ready[0]
+                ref = done[0]
                 kind, problem = running.pop(ref)
+                freed_node = None
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.TaskCancelledError:
-                    continue
+                    result = None
                 except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                         ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError) as exc:
                     if kind == "build":
-                        send_to_gpu(problem)  # its builds are lost with it; judging builds again
-                        continue
-                    yield from self._lost(problem, exc, send_to_gpu)
-                    continue
+                        ready_to_judge(problem)  # its builds are lost with it; judging builds again
+                    else:
+                        yield from self._lost(problem, exc, ready_to_judge)
+                    result = None
                 except ray.exceptions.RayTaskError as exc:  # the task's own code failed
                     if kind == "build":
-                        send_to_gpu(problem)  # building decides nothing
-                        continue
-                    yield problem.index, JudgeError(f"judging failed on the Ray cluster: {exc}")
-                    continue
-                if kind == "build":
+                        ready_to_judge(problem)  # building decides nothing
+                    else:
+                        yield problem.index, JudgeError(f"judging failed on the Ray cluster: {exc}")
+                    result = None
+                if result is not None and kind == "build":
                     problem.node = result["node"] if result["built"] else None
-                    send_to_gpu(problem)
-                    continue
-                yield problem.index, self._answer(problem, result)
+                    ready_to_judge(problem)
+                elif result is not None:
+                    freed_node = result["node"]
+                    yield problem.index, self._answer(problem, result)
+                dispatch(freed_node)
         finally:
             for ref in running:
                 ray.cancel(ref, force=True)
@@ -275,7 +294,8 @@ class RayJudgePool:
             return JudgeError(f"judge returned {len(answer['verdicts'])} verdicts for "
                               f"{len(problem.job.documents)} candidates")
         judged_on = {"judge": "ray", "host": result["host"], "node": result["node"], "gpu": result["gpu"],
-                     "attempts": problem.attempts, "lost": list(problem.lost)}
+                     "attempts": problem.attempts, "lost": list(problem.lost),
+                     "started": round(result["started"], 3), "seconds": round(result["seconds"], 3)}
         for verdict in answer["verdicts"]:
             verdict.setdefault("extra", {})["judged_on"] = judged_on
         if answer.get("profile"):

@@ -281,3 +281,19 @@ def test_on_a_gpu_ray_judges_as_local_judging_does(
         assert through_ray["gpu"] == local["gpu"] is not None
         if local["speedup"] is not None:
             assert through_ray["speedup"] == pytest.approx(local["speedup"], rel=0.05), key
+
+
+def test_problems_take_the_one_gpu_in_turn(
+    cluster, control_problems: Path, controls_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    assert main(["bench", str(control_problems), "--solutions", str(controls_dir), "--out", str(out),
+                 "--judge", "ray"]) == 0
+    run = load(out)
+    assert len(run.tasks) == 3 and all(t.state == "done" for t in run.tasks.values())
+    turns = sorted((record.candidates[0].verdict["extra"]["judged_on"] for record in run.tasks.values()),
+                   key=lambda turn: turn["started"])
+    # One GPU slot: one problem judged at a time (whichever was built first goes first).
+    for before, after in zip(turns, turns[1:]):
+        assert before["started"] + before["seconds"] <= after["started"]
+    assert {t["gpu"] for t in turns} == {"0"}

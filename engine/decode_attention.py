@@ -14,7 +14,7 @@ torch 2.11 (scripts/flex_diag.py). This is the engine's own, in two Triton kerne
   BLOCK_N under the mask, and writes the split's running max, sum and weighted values (fp32);
 - `_combine`: one program per (batch row, key/value head, query row) merges the splits. (A
   merge by the last split to finish, counted with an atomic, was measured slower on the H200:
-  its loop over the splits is one program's serial tail; session 14.)
+  its loop over the splits is one program's serial tail.)
 
 Splits past the mask's last allowed key (KV_LEN, computed once a step from the mask) read
 nothing, so a cache longer than the sequence costs a launch, not reads: shapes stay fixed for
@@ -28,7 +28,7 @@ cache, and write them to it (no other program reads those positions). That is fo
 a layer (q norm/RoPE, k norm/RoPE and the cache write, the split attention, the merge) in two: with the
 skinny kernel's SwiGLU form, a batch-1 step of the DICE-1.7B shape took 1.727 and 1.819 ms
 against 1.897 and 1.900 without them in the same calls on the H200 (docs/benchmarks.md,
-session 14).
+2026-12-04).
 
 `decode_attention(q, k, v, mask, kv_len)` is a torch custom op (`dice::decode_attention`), so
 that torch.compile keeps it whole inside a compiled model. Needs Triton and a CUDA device;

@@ -24,12 +24,11 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
   GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
   since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 2.94 for
   `flex` and 5.78 for `graphs` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
-  eagerly (on the CPU through Triton's interpreter, in the tests). The default on a GPU from
-  2026-12-04 (session 11) to session 13.
+  eagerly (on the CPU through Triton's interpreter, in the tests).
 - `skinny`: `decode` with a batch-1 step's projections through the engine's own kernel for a
   few rows (engine.skinny: CUDA through CuPy, tensor cores, split over K inside a thread
   block), where it was measured faster than cuBLAS; bf16/fp16 only (an fp32 model runs
-  `decode`'s products). The default on a GPU since 2026-12-04 (session 13): 1.885 ms a
+  `decode`'s products). The default on a GPU: 1.885 ms a
   batch-1 step of the DICE-1.7B shape on the H200 against 2.096 for `decode` in the same run,
   the same fp32 tokens (docs/benchmarks.md).
 

@@ -316,20 +316,20 @@ def project(layer: nn.Linear, x: "torch.Tensor | Normed", projections: str,
 # A decoding step's fused kernels: the decode attention that applies q/k RMSNorm and RoPE and
 # writes the cache itself (engine.decode_attention.decode_step_attention), and the skinny
 # kernel's SwiGLU form (engine.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
-# kernels, the step of session 13, to compare (benchmarks/engine_speed.py); read at import.
+# kernels, to compare (benchmarks/engine_speed.py); read at import.
 FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
 # A batch-1 step's attention norms applied by the skinny kernel of the qkv projection, and the
 # residual add before them done by the down projection's (SDARForCausalLM.fuses_norms): one
 # norm kernel a layer fewer. Not the other two norms: the norm form costs each thread block
 # ~0.7 us (its sums of squares, the weight's multiply), paid once for qkv's 2 waves of blocks
 # but 6 times for gate_up's and ~70 times for the vocabulary's, more than the norm kernel it
-# saves (H200, session 15). DICE_FUSED_NORMS=0 (or DICE_FUSED_STEP=0) runs them as their own
+# saves (H200, 2026-12-04). DICE_FUSED_NORMS=0 (or DICE_FUSED_STEP=0) runs them as their own
 # kernels, to compare.
 FUSED_NORMS = FUSED_STEP and os.environ.get("DICE_FUSED_NORMS", "1") != "0"
 # The fused attention pays its norms and RoPE in every program before its first read of the
 # cache: at batch 1 (one wave of programs) its kernels take ~0.09 ms a step less than the
 # separate ones (9.2 against 12.4 us a layer), two launches a layer fewer; at batch 8 (several
-# waves) the step was 0.1 ms slower (H200, session 14), so it serves batch 1.
+# waves) the step was 0.1 ms slower (H200, 2026-12-04), so it serves batch 1.
 FUSED_MAX_BATCH = 1
 
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes

@@ -298,7 +298,7 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
 
 # Per (8-row tiles of x, N, K): (warps per block, 16-byte loads of each W row in flight per
 # thread), or None where cuBLAS is faster. Measured on the H200 with
-# benchmarks/decode_kernels.py (docs/benchmarks.md, 2026-12-04, session 13), DICE-1.7B's
+# benchmarks/decode_kernels.py (docs/benchmarks.md, 2026-12-04), DICE-1.7B's
 # shapes at 8 rows (a batch-1 step), each alone: qkv 6.46 us against cuBLAS's 7.14, o 4.35
 # against 6.15, down 10.66 against 11.53, the vocabulary 142.8 against 152.2; gate_up 16.02
 # against 15.62, but in the step the kernel takes gate_up as fast as cuBLAS does (0.44 ms a

@@ -226,7 +226,7 @@ class Side:
         The copies land in page-locked buffers of this side's own, made at its first call
         and overwritten by the next (the caller compares before it runs this side again):
         a 64 MB output then takes a DMA copy of ~2 ms, where a new pageable array costs
-        its page faults and a staged copy, ~25 ms a set on the H200 (session 8)."""
+        its page faults and a staged copy, ~25 ms a set on the H200."""
         result = {}
         for p in self.params:
             if p["role"] in ("output", "inout"):

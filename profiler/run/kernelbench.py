@@ -380,7 +380,8 @@ class Problem:
                 return None
         self.fingerprints.append([fingerprint(_comparable(t)[0]) for t in expected])
         for run in (0, 1):
-            _poison_storage(self.returned, run)
+            if self.new is not None:  # Model's own returns are never written over (they may be its weights)
+                _poison_storage(self.returned, run)
             _poison_allocator(expected, run)
             Phase.set(f"{what} run")
             cand_inputs = _clone(inputs)
@@ -393,10 +394,13 @@ class Problem:
             comparable = [_comparable(t) for t in got]  # once, for the comparison and the samples
             if run == 0:
                 self.sample(seed, bool(signed), comparable)
-            problem = _mismatch(expected, comparable, self.tolerance) or _mismatch(
-                _tensors(base_inputs), [_comparable(t) for t in _tensors(cand_inputs)], self.tolerance, "input")
+            problem = _mismatch(expected, comparable, self.tolerance)
+            if problem is None:
+                changed = _mismatch(_tensors(base_inputs), [_comparable(t) for t in _tensors(cand_inputs)],
+                                    self.tolerance, "input")
+                problem = None if changed is None else f"its inputs after the run are not Model's: {changed}"
             if problem is not None:
-                return problem if not problem.startswith("input") else f"changed an {problem} as Model does not"
+                return problem
         return None
 
     def constant_outputs(self) -> bool:

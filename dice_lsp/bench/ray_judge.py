@@ -196,8 +196,12 @@ class RayJudgePool:
         running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
         # Verdict tasks are sent only as GPUs come free, so that each starts when it is sent
         # (its time limit counts from then) and a free GPU takes a problem built on its machine.
-        slots = gpus or max(1, int(ray.cluster_resources().get("CPU", 1)))
         waiting: list[Problem] = []                      # ready to judge, in problem order
+
+        def slots() -> int:
+            """Verdicts the cluster can run at once now (machines may have left or joined)."""
+            resources = ray.cluster_resources()
+            return int(resources.get("GPU", 0)) if gpus else max(1, int(resources.get("CPU", 1)))
 
         def ready_to_judge(problem: Problem) -> None:
             waiting.append(problem)
@@ -205,7 +209,7 @@ class RayJudgePool:
             phase(problem.index, "waiting for GPU")
 
         def dispatch(freed_node: str | None = None) -> None:
-            while waiting and sum(kind == "verdict" for kind, _ in running.values()) < slots:
+            while waiting and sum(kind == "verdict" for kind, _ in running.values()) < slots():
                 problem = next((p for p in waiting if freed_node is not None and p.node == freed_node), waiting[0])
                 freed_node = None
                 waiting.remove(problem)
@@ -228,7 +232,11 @@ class RayJudgePool:
                 ready_to_judge(problem)
         dispatch()
         try:
-            while running:
+            while running or waiting:
+                if not running:  # nothing left that could ever take them
+                    for problem in waiting:
+                        yield problem.index, JudgeError("no GPU left in the Ray cluster to judge it on")
+                    return
                 limits = [p.give_up_at for kind, p in running.values() if kind == "verdict"]
                 timeout = max(0.0, min(limits) - time.monotonic()) if limits else None
                 done, _ = ray.wait(list(running), num_returns=1, timeout=timeout)

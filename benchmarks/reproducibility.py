@@ -1,8 +1,9 @@
 """Does a verdict's speedup interval hold from one process to the next?
 
-On the GPU machine, for a small problem (ReLU on 16 x 16384 floats: eager PyTorch takes
-5-25 us, launch-bound) and a larger one (softmax over rows of 393216 floats, a few ms), each
-with an honest load_inline kernel, `dice profile FILE --json` runs RUNS times, each in a fresh
+On the GPU machine, for a small problem (KernelBench's ReLU on 16 x 16384 floats: eager
+PyTorch takes 5-25 us, launch-bound) and a larger one (its softmax over 1024 rows of 393216
+floats, a few ms), each with an honest load_inline kernel of the adversarial library
+(tests/profiler/adversarial, read as text), `dice profile FILE --json` runs RUNS times, each in a fresh
 process. A case holds when every run's speedup lies inside every other run's 95% interval
 (`speedup_ci`); a run whose verdict says "unstable" claims no interval and is left out of
 the comparison. One run of each case first, both at once, builds the kernels and warms
@@ -34,248 +35,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-RELU_DOCUMENT = r'''import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super(Model, self).__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x)
-
-
-batch_size = 16
-dim = 16384
-
-
-def get_inputs():
-    x = torch.rand(batch_size, dim)
-    return [x]
-
-
-def get_init_inputs():
-    return []
-
-
-rect_source = r"""
-#include <torch/extension.h>
-
-// max(x, 0) with NaN kept, as torch.relu does; four floats per load where both buffers allow.
-__global__ void rect_kernel(const float* __restrict__ src, float* __restrict__ dst, long long n, bool vec)
-{
-    long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long step = (long long)gridDim.x * blockDim.x;
-    long long n4 = vec ? (n >> 2) : 0;
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    float4* d4 = reinterpret_cast<float4*>(dst);
-    for (long long i = tid; i < n4; i += step) {
-        float4 v = s4[i];
-        v.x = v.x < 0.f ? 0.f : v.x;
-        v.y = v.y < 0.f ? 0.f : v.y;
-        v.z = v.z < 0.f ? 0.f : v.z;
-        v.w = v.w < 0.f ? 0.f : v.w;
-        d4[i] = v;
-    }
-    for (long long i = (n4 << 2) + tid; i < n; i += step) {
-        float v = src[i];
-        dst[i] = v < 0.f ? 0.f : v;
-    }
+# (problem, its size change, honest candidate): the problems from tests/data/kernelbench, the
+# candidates from the adversarial library's honest controls, spliced as `dice bench` splices.
+SOURCES = {
+    "small_relu": ("level1/19_ReLU.py", ("batch_size = 4096\ndim = 393216", "batch_size = 16\ndim = 16384"),
+                   "honest_relu_vec4.py"),
+    "large_softmax": ("level1/23_Softmax.py", ("batch_size = 4096", "batch_size = 1024"),
+                      "honest_softmax_online.py"),
 }
 
-torch::Tensor rect(torch::Tensor x)
-{
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "rect: a float32 CUDA tensor");
-    auto src = x.contiguous();
-    auto dst = torch::empty_like(src);
-    long long n = src.numel();
-    if (n == 0) return dst;
-    bool vec = (reinterpret_cast<uintptr_t>(src.data_ptr<float>()) % 16 == 0)
-            && (reinterpret_cast<uintptr_t>(dst.data_ptr<float>()) % 16 == 0);
-    int threads = 256;
-    long long wanted = ((vec ? n / 4 : n) + threads - 1) / threads;
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    long long cap = (long long)std::max(sms, 1) * 32;
-    int blocks = (int)std::max<long long>(1, std::min(wanted, cap));
-    rect_kernel<<<blocks, threads>>>(src.data_ptr<float>(), dst.data_ptr<float>(), n, vec);
-    cudaError_t err = cudaGetLastError();
-    TORCH_CHECK(err == cudaSuccess, "rect: ", cudaGetErrorString(err));
-    return dst;
-}
-"""
+
+def document(problem: str, resize: tuple[str, str], candidate: str) -> str:
+    from dice_lsp.bench.tasks import splice_model_new
+
+    text = (REPO / "tests/data/kernelbench" / problem).read_text()
+    if resize[0] not in text:
+        raise SystemExit(f"{problem} no longer holds {resize[0]!r}")
+    return splice_model_new(text.replace(*resize),
+                            (REPO / "tests/profiler/adversarial" / candidate).read_text())
 
 
-rect_ext = load_inline(
-    name="repro_rect_vec4",
-    cpp_sources="torch::Tensor rect(torch::Tensor x);",
-    cuda_sources=rect_source,
-    functions=["rect"],
-    extra_cuda_cflags=["-O3"],
-)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rect_ext.rect(x)
-'''
-
-SOFTMAX_DOCUMENT = r'''import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super(Model, self).__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(x, dim=1)
-
-
-batch_size = 1024
-dim = 393216
-
-
-def get_inputs():
-    x = torch.rand(batch_size, dim)
-    return [x]
-
-
-def get_init_inputs():
-    return []
-
-
-softmax_source = r"""
-#include <torch/extension.h>
-
-#define ROW_THREADS 1024
-#define FULL_MASK 0xffffffffu
-
-// One running (max, sum of exp(x - max)) pair: a new value rescales the sum only when it
-// raises the max, so a row is read once for both (online softmax, Milakov & Gimelshein).
-__device__ __forceinline__ void take(float& m, float& s, float v)
-{
-    if (v > m) {
-        s = s * expf(m - v) + 1.0f;
-        m = v;
-    } else {
-        s += expf(v - m);
-    }
-}
-
-__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2)
-{
-    float top = fmaxf(m, m2);
-    if (top == -INFINITY) return;  // both empty
-    s = s * expf(m - top) + s2 * expf(m2 - top);
-    m = top;
-}
-
-// One block per row: pass 1 reads the row once for its max and sum, pass 2 reads it again and
-// writes exp(x - max) / sum. Two reads and one write of the row in all.
-__global__ void __launch_bounds__(ROW_THREADS) row_softmax(const float* __restrict__ x, float* __restrict__ y,
-                                                          long long cols, bool vec)
-{
-    const float* xr = x + (long long)blockIdx.x * cols;
-    float* yr = y + (long long)blockIdx.x * cols;
-    float m = -INFINITY, s = 0.0f;
-    long long n4 = vec ? cols / 4 : 0;
-    const float4* x4 = reinterpret_cast<const float4*>(xr);
-    for (long long i = threadIdx.x; i < n4; i += ROW_THREADS) {
-        float4 v = x4[i];
-        take(m, s, v.x);
-        take(m, s, v.y);
-        take(m, s, v.z);
-        take(m, s, v.w);
-    }
-    for (long long i = n4 * 4 + threadIdx.x; i < cols; i += ROW_THREADS) take(m, s, xr[i]);
-
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float m2 = __shfl_xor_sync(FULL_MASK, m, offset);
-        float s2 = __shfl_xor_sync(FULL_MASK, s, offset);
-        merge(m, s, m2, s2);
-    }
-    __shared__ float warp_m[ROW_THREADS / 32], warp_s[ROW_THREADS / 32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) {
-        warp_m[warp] = m;
-        warp_s[warp] = s;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        m = lane < ROW_THREADS / 32 ? warp_m[lane] : -INFINITY;
-        s = lane < ROW_THREADS / 32 ? warp_s[lane] : 0.0f;
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            float m2 = __shfl_xor_sync(FULL_MASK, m, offset);
-            float s2 = __shfl_xor_sync(FULL_MASK, s, offset);
-            merge(m, s, m2, s2);
-        }
-        if (lane == 0) {
-            warp_m[0] = m;
-            warp_s[0] = s;
-        }
-    }
-    __syncthreads();
-    const float row_max = warp_m[0];
-    const float row_sum = warp_s[0];
-
-    float4* y4 = reinterpret_cast<float4*>(yr);
-    for (long long i = threadIdx.x; i < n4; i += ROW_THREADS) {
-        float4 v = x4[i];
-        v.x = expf(v.x - row_max) / row_sum;
-        v.y = expf(v.y - row_max) / row_sum;
-        v.z = expf(v.z - row_max) / row_sum;
-        v.w = expf(v.w - row_max) / row_sum;
-        y4[i] = v;
-    }
-    for (long long i = n4 * 4 + threadIdx.x; i < cols; i += ROW_THREADS) yr[i] = expf(xr[i] - row_max) / row_sum;
-}
-
-torch::Tensor softmax_last(torch::Tensor x)
-{
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32 && x.dim() >= 1, "softmax_last: float32 CUDA");
-    auto src = x.contiguous();
-    auto dst = torch::empty_like(src);
-    long long cols = src.size(-1);
-    long long rows = cols ? src.numel() / cols : 0;
-    if (rows == 0) return dst;
-    bool vec = cols % 4 == 0 && reinterpret_cast<uintptr_t>(src.data_ptr<float>()) % 16 == 0
-               && reinterpret_cast<uintptr_t>(dst.data_ptr<float>()) % 16 == 0;
-    row_softmax<<<(unsigned int)rows, ROW_THREADS>>>(src.data_ptr<float>(), dst.data_ptr<float>(), cols, vec);
-    cudaError_t err = cudaGetLastError();
-    TORCH_CHECK(err == cudaSuccess, "softmax_last: ", cudaGetErrorString(err));
-    return dst;
-}
-"""
-
-
-softmax_ext = load_inline(
-    name="repro_row_softmax_online",
-    cpp_sources="torch::Tensor softmax_last(torch::Tensor x);",
-    cuda_sources=softmax_source,
-    functions=["softmax_last"],
-    extra_cuda_cflags=["-O3"],
-)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return softmax_ext.softmax_last(x)
-        return torch.softmax(x, dim=1)
-'''
-
-CASES = {"small_relu": RELU_DOCUMENT, "large_softmax": SOFTMAX_DOCUMENT}
+CASES = {name: document(*source) for name, source in SOURCES.items()}
 
 
 def profile_once(path: Path, env: dict[str, str], timeout_s: float) -> dict:

@@ -4,16 +4,17 @@ Client) or `--judge HEAD:6379` (from a machine of the cluster).
 
 Each problem is two Ray tasks:
 - `build_ahead` (CPU: BUILD_CPUS per candidate, at most a machine's): its candidates'
-  load_inline builds side by side, as the local worker builds ahead (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the
-  machine's GPU, so nothing is built on a machine without one). It lands where Ray finds free
-  CPUs; what it builds stays in that machine's build store (on disk where sandboxes are
-  isolated: profiler.sandbox.builds), so the verdict is placed on the same machine when it has
-  a free GPU (a soft preference: elsewhere it builds again). Building decides nothing, as
-  locally, and while a verdict measures on that machine its builds stop (SIGSTOP), as the
-  local worker stops its own (worker.builders_beside).
-- `judge_on_gpu` (one GPU): the problem judged by the local judge worker (JudgePool with
-  the one GPU Ray gave the task), with the same sandbox, the same trust rules and the same
-  wall-clock limit as `dice bench` on one machine; the verdicts are the worker's.
+  load_inline builds side by side, as the local worker builds ahead
+  (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the machine's GPU, so
+  nothing is built on a machine without one). What it builds stays in that machine's build
+  store (on disk where sandboxes are isolated: profiler.sandbox.builds; elsewhere the task
+  builds nothing and the judge worker builds, as locally). Building decides nothing, and
+  while a verdict measures on that machine its builds stop (SIGSTOP), as the local worker
+  stops its own (worker.builders_beside).
+- `judge_on_gpu` (one GPU, sent when one is free, preferably on the machine that built):
+  the problem judged by the local judge worker (JudgePool with the one GPU Ray gave the
+  task), with the same sandbox, the same trust rules and the same wall-clock limit as
+  `dice bench` on one machine; the verdicts are the worker's.
 A cluster without GPUs judges as a machine without one: the verdict tasks take CPUs, and
 the verdicts say no_gpu.
 
@@ -74,8 +75,8 @@ def builders_dir() -> Path:
 def build_ahead(job: dict) -> dict[str, Any]:
     """The problem's candidates built on this machine side by side (nothing without a GPU to
     build for), each at the local worker's build niceness in a thread of its own (a thread's
-    niceness never comes down, and this process may judge next), registered so that a judge worker
-    measuring on this machine stops them meanwhile."""
+    niceness never comes down, and this process may judge next), registered so that a judge
+    worker measuring on this machine stops them meanwhile."""
     import profiler
     import ray
     from dice_lsp.bench.worker import NICE, _nice_this_thread
@@ -113,7 +114,6 @@ def judge_on_gpu(job: dict) -> dict[str, Any]:
     {"error"} (the problem's own failure, not the machine's), with where it ran."""
     import ray
     from dice_lsp.bench.judge import run_worker
-
     from dice_lsp.bench.worker import BUILDERS_ENV
 
     os.environ[BUILDERS_ENV] = str(builders_dir())  # inherited by the judge worker

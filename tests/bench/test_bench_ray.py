@@ -35,8 +35,8 @@ pytestmark = pytest.mark.timeout(420)
 @pytest.fixture
 def cluster():
     """A local Ray cluster for a test: CPUs for builds and one GPU slot."""
-    ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, _node_ip_address="127.0.0.1")
     try:
         yield
     finally:
@@ -156,7 +156,8 @@ def test_a_judge_worker_measuring_stops_the_builds_of_ray_build_tasks_beside_it(
         deadline = time.monotonic() + 10
         builds: list[int] = []
         while not builds and time.monotonic() < deadline:
-            builds = [p for p in descendants(builder.pid) if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sleep")]
+            builds = [p for p in descendants(builder.pid)
+                      if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sleep")]
             time.sleep(0.05)
         (build,) = builds
         folder = tmp_path / "builders"

@@ -278,7 +278,8 @@ def test_candidates_are_in_flight_at_once_and_a_cancel_hangs_up_and_aborts_each(
 
         started = time.monotonic()
         with pytest.raises(Cancelled):
-            client.infill("__global__ void k(float* x) {\n", "}\n", n=3, max_tokens=64, should_cancel=cancel_once_all_sent)
+            client.infill("__global__ void k(float* x) {\n", "}\n", n=3, max_tokens=64,
+                          should_cancel=cancel_once_all_sent)
         assert time.monotonic() - started < 15  # nothing waited for an answer
         deadline = time.monotonic() + 10
         while server.paths().count("/abort_request") < 3 and time.monotonic() < deadline:

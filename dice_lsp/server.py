@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "--token-file",
         type=Path,
         help="with --tcp: where to write the token, readable by this user only (default: "
-        "$XDG_RUNTIME_DIR/dice-lsp/tcp-PORT.token, else ~/.cache/dice-lsp/tcp-PORT.token; the editor "
+        "$XDG_RUNTIME_DIR/dice-lsp/tcp/PORT.token, else ~/.cache/dice-lsp/tcp/PORT.token; the editor "
         "clients read it from there)",
     )
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],

@@ -150,21 +150,24 @@ def token_matches(given: str, expected: str) -> bool:
 
 
 def token_folder() -> Path:
-    """Where token files go: $XDG_RUNTIME_DIR/dice-lsp (a per-user tmpfs) where there is one,
-    else $XDG_CACHE_HOME/dice-lsp or ~/.cache/dice-lsp. The editor clients look in the same place."""
+    """Where token files go: $XDG_RUNTIME_DIR/dice-lsp/tcp (a per-user tmpfs) where there is
+    one, else $XDG_CACHE_HOME/dice-lsp/tcp or ~/.cache/dice-lsp/tcp: a folder of their own, kept
+    0700 (the cache folder above it is shared with the sandboxes' builds and keeps its mode).
+    The editor clients look in the same place."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     base = Path(runtime) if runtime else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "dice-lsp"
+    return base / "dice-lsp" / "tcp"
 
 
 def token_file(port: int) -> Path:
-    return token_folder() / f"tcp-{port}.token"
+    return token_folder() / f"{port}.token"
 
 
 def write_token_file(path: Path, token: str) -> None:
     """The token in a file only this user can read or write, in a folder only this user can
     enter; written under a temporary name and renamed, never through a symlink."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
     folder = os.stat(path.parent, follow_symlinks=False)
     if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
         raise OSError(f"{path.parent} is not a folder of this user's")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +147,11 @@ def test_a_job_the_model_refuses_does_not_advise_another_model(tmp_path):
     done = dice_fill(path, "--range", "8:5-8:51", "--max-tokens", "5000")
     assert done.returncode == 1 and "ask for fewer tokens" in done.stderr
     assert "Pass --model" not in done.stderr  # before: told to pass --model builtin, the model it ran
+
+
+def test_max_tokens_past_the_context_says_so_with_numbers_that_make_sense(tmp_path):
+    path = tmp_path / "small.cu"
+    path.write_text(big_cuda_file(40))
+    done = dice_fill(path, "--range", "8:5-8:51", "--max-tokens", "100000")
+    assert done.returncode == 1 and "max_tokens 100000 is not less than the model's context of" in done.stderr
+    assert not re.search(r"-\d", done.stderr), done.stderr  # before: "more than the -98976 that max_tokens leaves"

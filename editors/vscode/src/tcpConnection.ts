@@ -33,7 +33,7 @@ export function defaultTokenFile(
   home: string = os.homedir(),
 ): string {
   const base = env.XDG_RUNTIME_DIR || env.XDG_CACHE_HOME || path.join(home, ".cache");
-  return path.join(base, "dice-lsp", `tcp-${port}.token`);
+  return path.join(base, "dice-lsp", "tcp", `${port}.token`);
 }
 
 /** The token in `file`; an error that says where it was looked for and how it gets there. */

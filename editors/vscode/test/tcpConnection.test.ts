@@ -20,9 +20,9 @@ test("a dice.tcp that is not an address says what it expected", () => {
 
 test("the token file is where dice-lsp --tcp writes it", () => {
   const home = "/home/u";
-  assert.equal(defaultTokenFile(2087, { XDG_RUNTIME_DIR: "/run/user/1000" }, home), "/run/user/1000/dice-lsp/tcp-2087.token");
-  assert.equal(defaultTokenFile(2087, { XDG_CACHE_HOME: "/c" }, home), "/c/dice-lsp/tcp-2087.token");
-  assert.equal(defaultTokenFile(2087, {}, home), "/home/u/.cache/dice-lsp/tcp-2087.token");
+  assert.equal(defaultTokenFile(2087, { XDG_RUNTIME_DIR: "/run/user/1000" }, home), "/run/user/1000/dice-lsp/tcp/2087.token");
+  assert.equal(defaultTokenFile(2087, { XDG_CACHE_HOME: "/c" }, home), "/c/dice-lsp/tcp/2087.token");
+  assert.equal(defaultTokenFile(2087, {}, home), "/home/u/.cache/dice-lsp/tcp/2087.token");
 });
 
 test("the token is read, trimmed; a missing or empty file says how to get one", () => {

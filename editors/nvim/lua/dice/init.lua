@@ -30,7 +30,7 @@ local group = vim.api.nvim_create_augroup("dice", { clear = true })
 ---@return string
 function M.default_token_file(port)
   local base = vim.env.XDG_RUNTIME_DIR or vim.env.XDG_CACHE_HOME or vim.fs.joinpath(vim.env.HOME, ".cache")
-  return vim.fs.joinpath(base, "dice-lsp", ("tcp-%d.token"):format(port))
+  return vim.fs.joinpath(base, "dice-lsp", "tcp", ("%d.token"):format(port))
 end
 
 --- The client config that connects to a `dice-lsp --tcp` listener: its address, and the token

@@ -191,7 +191,9 @@ class RayJudgePool:
         machine_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]] + [1])
         # A verdict holds its GPU and no CPU of Ray's count: build tasks may hold a whole
         # machine's, and a GPU must not wait for them (its worker stops them while it measures).
-        verdict = ray.remote(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
+        # Without GPUs it compiles, on the CPUs a build takes, as a local worker without a GPU.
+        verdict_cpus = 0 if gpus else min(BUILD_CPUS, machine_cpus)
+        verdict = ray.remote(num_cpus=verdict_cpus, num_gpus=1 if gpus else 0, max_retries=0)(judge_on_gpu)
         phase = on_phase or (lambda index, name: None)
         running: dict[Any, tuple[str, Problem]] = {}    # ObjectRef -> (kind, problem)
         # Verdict tasks are sent only as GPUs come free, so that each starts when it is sent
@@ -201,7 +203,7 @@ class RayJudgePool:
         def slots() -> int:
             """Verdicts the cluster can run at once now (machines may have left or joined)."""
             resources = ray.cluster_resources()
-            return int(resources.get("GPU", 0)) if gpus else max(1, int(resources.get("CPU", 1)))
+            return int(resources.get("GPU", 0)) if gpus else max(1, int(resources.get("CPU", 1)) // verdict_cpus)
 
         def ready_to_judge(problem: Problem) -> None:
             waiting.append(problem)

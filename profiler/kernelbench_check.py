@@ -43,13 +43,21 @@ class InlineCuda:
 
 
 def _strings(node: ast.AST | None, names: dict[str, ast.AST]) -> list[ast.Constant]:
-    if isinstance(node, ast.Name) and node.id in names:
-        node = names[node.id]
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node]
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [s for item in node.elts for s in _strings(item, names)]
-    return []
+    """The string literals of a cuda_sources argument: a string, a name bound to one, or lists
+    and tuples of those. A stack, and each name followed once: `src = [src]` is text too."""
+    found: list[ast.Constant] = []
+    followed: set[str] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id in names and node.id not in followed:
+            followed.add(node.id)
+            node = names[node.id]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append(node)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            stack.extend(reversed(node.elts))
+    return found
 
 
 def _keyword(call: ast.Call, name: str, position: int | None = None) -> ast.AST | None:

@@ -69,3 +69,12 @@ def test_text_nested_thousands_deep_is_a_diagnostic_not_a_recursion_error(tmp_pa
         assert done.returncode in (0, 1) or "no __global__ function" in done.stderr, done  # an unclosed one is none
         if name.endswith(".py") or name == "spec.cu":
             assert "nested" in done.stdout + done.stderr, done
+
+
+def test_cuda_sources_that_name_themselves_are_no_recursion(tmp_path):
+    path = tmp_path / "self.py"
+    path.write_text("from torch.utils.cpp_extension import load_inline\nsrc = [src]\na = [b]\nb = [a]\n"
+                    "m = load_inline(name='x', cpp_sources='', cuda_sources=src)\n"
+                    "n = load_inline(name='y', cpp_sources='', cuda_sources=[a, b])\n")
+    done = dice("check", str(path), cwd=tmp_path)
+    assert done.returncode == 0 and "RecursionError" not in done.stderr + done.stdout, done

@@ -89,7 +89,7 @@ _FIELDS: dict[str, _Field] = {
     "threshold": _Field("threshold", "a number from 0 to 1", lambda v: _is_number(v) and 0 <= v <= 1, float),
     "temperature": _Field("temperature", "a number from 0 to 2", lambda v: _is_number(v) and 0 <= v <= 2, float),
     "maxTokens": _Field("max_tokens", "an integer from 1 to 8192", lambda v: _is_int(v) and 1 <= v <= 8192),
-    "timeLimit": _Field("time_limit", "a number of seconds above 0", lambda v: _is_number(v) and v > 0, float),
+    "timeLimit": _Field("time_limit", "a number of seconds above 0, at most 3600", lambda v: _is_number(v) and 0 < v <= 3600, float),
     "device": _Field(
         "device", 'null or a torch device string such as "cpu" or "cuda:0"', lambda v: v is None or isinstance(v, str)
     ),

@@ -89,10 +89,14 @@ def _checked(message: Any, may_hold_surrogates: bool) -> Any | FrameFault:
     return message
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; JSON has neither
+
+
 def parse_body(body: bytes) -> Any | FrameFault:
     """A frame's body as JSON (checked as above); ValueError when it is not JSON."""
     try:
-        message = json.loads(body)
+        message = json.loads(body, parse_constant=_not_json)
     except RecursionError:
         return FrameFault(f"a message nested deeper than {MAX_DEPTH} levels")
     return _checked(message, _MAY_HOLD_SURROGATE.search(body) is not None)

@@ -124,6 +124,7 @@ async def test_frames_that_are_json_but_not_requests_are_answered_and_the_server
             client.send(frame(request(0, HOVER, at(tmp_path / "x.cu")) | {"id": odd_id}))
         client.send(frame({"jsonrpc": "2.0", "id": 60, "method": 42}))
         client.send(frame(b"42"))
+        client.send(frame(b'{"jsonrpc": "2.0", "id": 71, "method": "workspace/executeCommand", "params": {"v": NaN}}'))
         answer = await client.answer(5)
         assert answer["error"]["code"] == -32600 and "nested deeper" in answer["error"]["message"]
         answer = await client.answer(60)
@@ -131,8 +132,9 @@ async def test_frames_that_are_json_but_not_requests_are_answered_and_the_server
         assert (await client.call(6, "workspace/executeCommand",
                                   {"command": "dice.showCandidates", "arguments": [{}]}))["result"] == {"jobs": []}
         errors = [m for m in client.received if "error" in m and m.get("id") is None]
-        # null, the 2,000-deep array, four odd ids and a number
-        assert len(errors) >= 7, client.received
+        # null, the 2,000-deep array, four odd ids, a number, and NaN (not JSON)
+        assert len(errors) >= 8, client.received
+        assert all(m.get("id") != 71 for m in client.received)
         assert all(m["error"]["code"] in (-32600, -32700) for m in errors), errors
         await still_answers(client, 7, tmp_path)
         no_traceback(client.received)

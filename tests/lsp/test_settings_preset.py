@@ -25,3 +25,11 @@ def test_an_unknown_preset_is_named_and_ignored():
     settings, problems = parse_settings({"preset": "fast"})
     assert settings.preset == "default"
     assert problems and "dice.preset = 'fast'" in problems[0] and '"dice"' in problems[0]
+
+
+def test_a_time_limit_past_an_hour_is_named_and_ignored():
+    # 1e308 s reached the sandbox's timers, which cannot wait that long.
+    for bad in (1e308, 3601, float("inf"), float("nan")):
+        settings, problems = parse_settings({"timeLimit": bad})
+        assert settings.time_limit == 60.0 and problems and "at most 3600" in problems[0], bad
+    assert parse_settings({"timeLimit": 3600})[0].time_limit == 3600.0

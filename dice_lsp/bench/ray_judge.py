@@ -79,7 +79,7 @@ def build_ahead(job: dict) -> dict[str, Any]:
     worker measuring on this machine stops them meanwhile."""
     import profiler
     import ray
-    from dice_lsp.bench.worker import NICE, _nice_this_thread
+    from dice_lsp.bench.worker import NICE, _nice_this_thread, _protocol
     from profiler.judge import KernelBenchProblem
     from profiler.sandbox.builds import persistent_root, reuse_builds
 
@@ -87,7 +87,7 @@ def build_ahead(job: dict) -> dict[str, Any]:
     # Builds outlive this task only in a store on disk (where sandboxes are isolated and
     # builds are reused); else the judge worker builds them itself, as it does locally.
     if profiler.is_kernelbench(job["path"]) and reuse_builds() and persistent_root() is not None:
-        problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"])
+        problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"], protocol=_protocol(job))
         mark = builders_dir() / str(os.getpid())
 
         def build_one(candidate: str) -> None:

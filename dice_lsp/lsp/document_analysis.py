@@ -36,6 +36,7 @@ INLINE_CHARS = 32 * 1024
 # ("skipped: still analysing"), the analysis goes on, and the client is asked to refresh its
 # code lenses once it is done. A 5 MB file of 11,813 kernels takes 5-20 s on a 2-core box.
 ANSWER_WITHIN_S = 10.0
+UNOPENED_KEPT = 8
 PROCESS_CHARS = 1024 * 1024
 # One thread: analyses queue behind each other rather than take the event loop's GIL share
 # in parallel, and a burst of edits to a big file analyses only the versions still asked for.
@@ -208,7 +209,9 @@ class Analyses:
             else:
                 future = asyncio.ensure_future(self._analyse_aside(key, document.version, text, document.path))
             held = (document.version, text, future)
-            self._latest[key] = held
+            self._latest.pop(key, None)
+            self._latest[key] = held  # last in the dict: the most recent
+            self._forget_unopened_beyond(UNOPENED_KEPT)
         future = held[2]
         try:
             return await asyncio.wait_for(asyncio.shield(future), ANSWER_WITHIN_S)
@@ -230,6 +233,14 @@ class Analyses:
             else:
                 parsed = await loop.run_in_executor(_analyses, parse_document, text, path)
             return await loop.run_in_executor(_analyses, assemble, text, path, parsed)
+
+    def _forget_unopened_beyond(self, count: int) -> None:
+        """Files read from disk (no version: the editor has not opened them) are kept for the
+        next request, but only the `count` most recent: a client asking about one large file
+        after another must not fill the memory with their texts."""
+        unopened = [key for key, (version, _, _) in self._latest.items() if version is None]
+        for key in unopened[: max(0, len(unopened) - count)]:
+            del self._latest[key]
 
     def forget(self, uri: str) -> None:
         self._latest.pop(document_key(uri), None)

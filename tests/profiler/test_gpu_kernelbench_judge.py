@@ -78,9 +78,8 @@ def test_gemm_with_weights_copied_right_and_wrong(kernelbench_dir):
 def test_cheat_on_another_stream_escapes_no_timer():
     (v,) = judge(cases.RELU_PROBLEM, [cases.RELU_PROBLEM + cases.SIDE_STREAM_NEW])
     assert v.correct is True  # outputs are read after a device synchronize
-    assert v.extra["escaped_timer"] is True
-    assert v.status != "faster"
-    assert "escaped the CUDA events" in v.message
+    assert "escaped_timer" in v.extra["flags"] and not v.proven
+    assert v.status == "suspicious" and "another stream or thread" in v.message, v.message
 
 
 def test_cheat_returning_the_first_result():
@@ -90,8 +89,8 @@ def test_cheat_returning_the_first_result():
 
 def test_honest_candidate_is_not_flagged_and_profile_adds_torch_compile():
     (v,) = judge(cases.RELU_PROBLEM, [cases.RELU_PROBLEM + cases.HONEST_NEW])
-    assert v.correct is True and v.extra["escaped_timer"] is False
-    assert v.status in ("faster", "not_faster")
+    assert v.correct is True and "escaped_timer" not in v.extra.get("flags", []), v.message
+    assert v.status in ("faster", "not_faster") and v.proven
     profiled = profiler.profile(cases.RELU_PROBLEM + cases.HONEST_NEW, "relu.py", time_limit=300.0)
     print(profiled.message, profiled.extra.get("torch_compile"))
     assert profiled.correct is True

@@ -36,8 +36,15 @@ NVCC_TIME_LIMIT_S = 120.0
 # `#include </dev/zero>` grows cc1plus until the kernel's OOM killer stops it.
 COMPILER_MEMORY_ENV = "DICE_COMPILER_MEMORY"
 DEFAULT_COMPILER_MEMORY = 6 * 1024**3
+# The most one file nvcc writes (a preprocessed .ii with torch's headers is some tens of MB),
+# what it prints included; and the most of what it prints that is read back.
+COMPILER_FILE_BYTES = 1024**3
+MAX_OUTPUT_BYTES = 4 * 1024**2
+MAX_LINE_CHARS = 16 * 1024
 _SIZE = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*")
 # What the compilers print when an allocation fails (cc1plus, EDG's front end, a C++ runtime).
+# What a shell or nvcc prints when a process it ran got SIGXFSZ (or a write failed with EFBIG).
+_FILE_TOO_LARGE = re.compile(r"file size limit exceeded|file too large|signal 25\b", re.IGNORECASE)
 _OUT_OF_MEMORY = re.compile(r"out of memory|memory exhausted|std::bad_alloc|cannot allocate memory", re.IGNORECASE)
 # The architecture compile-only checks target when no GPU says which one it is.
 DEFAULT_ARCH = "sm_90"
@@ -101,9 +108,10 @@ def describe_bytes(count: int) -> str:
 @dataclass(frozen=True)
 class CompilerRun:
     returncode: int | None  # None: stopped at the time bound
-    output: str  # stdout, then stderr
+    output: str  # stdout and stderr as printed, cut as _read_printed says
     memory_limit: int | None
     time_limit: float
+    printed_bytes: int = 0  # all it printed, before the cut
 
     @property
     def timed_out(self) -> bool:
@@ -113,6 +121,11 @@ class CompilerRun:
         """The bound that stopped the compiler, in words, or None when it finished on its own."""
         if self.timed_out:
             return f"the compiler was stopped at its time bound of {self.time_limit:.0f} s"
+        if self.returncode != 0 and (self.returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ)
+                                     or self.printed_bytes >= COMPILER_FILE_BYTES
+                                     or _FILE_TOO_LARGE.search(self.output)):
+            return (f"the compiler was stopped at its bound of {describe_bytes(COMPILER_FILE_BYTES)} for one file "
+                    "(what it printed, or a file it wrote)")
         if self.returncode != 0 and self.memory_limit is not None and (
                 _OUT_OF_MEMORY.search(self.output) or self.returncode < 0):
             return (f"the compiler ran out of its memory bound of {describe_bytes(self.memory_limit)} "
@@ -126,6 +139,9 @@ def _bounded_child(memory: int | None, cpu_seconds: int) -> None:
     if memory is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard == resource.RLIM_INFINITY or hard > COMPILER_FILE_BYTES:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (COMPILER_FILE_BYTES, COMPILER_FILE_BYTES))
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard == resource.RLIM_INFINITY or hard > cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
@@ -147,33 +163,53 @@ def kill_running_compilers() -> None:
 
 
 def run_compiler(cmd: list[str], *, cwd: str, time_limit: float | None = None) -> CompilerRun:
-    """Run a compiler bounded in memory (every process of it, compiler_memory_limit()) and
-    time, in a process group of its own that is killed as a whole at the time bound or when
-    the caller is interrupted: no cc1plus is left behind under PID 1."""
+    """Run a compiler bounded in memory (every process of it, compiler_memory_limit()), in
+    time, and in the bytes it may write to one file (COMPILER_FILE_BYTES: its intermediate
+    files and what it prints), in a process group of its own that is killed as a whole at the
+    time bound or when the caller is interrupted: no cc1plus is left behind under PID 1.
+    What it prints goes to a file in `cwd`, of which the first MAX_OUTPUT_BYTES are read: each
+    error echoes its source line, and a 6 MB line with 100 errors is 600 MB of output."""
     memory = compiler_memory_limit()
     time_limit = NVCC_TIME_LIMIT_S if time_limit is None else time_limit
-    process = subprocess.Popen(
-        cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=functools.partial(_bounded_child, memory, int(time_limit) + 10),
-    )
+    printed = Path(cwd) / "compiler-output.txt"
+    with open(printed, "wb") as sink:
+        process = subprocess.Popen(
+            cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=functools.partial(_bounded_child, memory, int(time_limit) + 10),
+        )
     _RUNNING.add(process.pid)
     try:
-        out, err = process.communicate(timeout=time_limit)
-        returncode: int | None = process.returncode
+        returncode: int | None = process.wait(timeout=time_limit)
     except subprocess.TimeoutExpired:
-        out, err, returncode = b"", b"", None
+        returncode = None
     finally:
         # The whole group, also after nvcc itself ended: a child it left running goes too.
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if process.poll() is None or returncode is None:
-            process.communicate()
+        process.wait()
         _RUNNING.discard(process.pid)
-    output = out.decode(errors="replace") + "\n" + err.decode(errors="replace")
-    return CompilerRun(returncode, output, memory, time_limit)
+    return CompilerRun(returncode, _read_printed(printed), memory, time_limit, printed.stat().st_size)
+
+
+def _read_printed(path: Path) -> str:
+    """What the compiler printed, each line cut to MAX_LINE_CHARS (an echo of a 6 MB source
+    line, and its caret line, say nothing more than their first part: that error gets column
+    1) and all of it to MAX_OUTPUT_BYTES."""
+    kept: list[bytes] = []
+    total = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + b"...\n"
+            total += len(line)
+            if total > MAX_OUTPUT_BYTES:
+                kept.append(b"(the rest of the compiler's output is left out: over 4 MB)\n")
+                break
+            kept.append(line)
+    return b"".join(kept).decode(errors="replace")
 
 
 @functools.cache

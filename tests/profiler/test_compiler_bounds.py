@@ -11,6 +11,7 @@ import time
 import pytest
 
 import profiler
+import profiler.compile
 from profiler.compile import DEFAULT_COMPILER_MEMORY, compiler_memory_limit, find_nvcc, run_compiler
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
@@ -124,3 +125,19 @@ def test_dice_check_names_the_bound_without_a_traceback(tmp_path, monkeypatch):
     assert done.returncode == 1
     assert "memory bound of 1 GiB" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_what_a_compiler_prints_is_read_only_so_far(tmp_path):
+    # nvcc echoes the source line with each error: a 6 MB line with 100 errors is 600 MB.
+    flood = "import sys\nfor i in range(40):\n    sys.stdout.write(f'k.cu({i}): error: x\\n' + 'y' * 300_000 + '\\n')\n"
+    run = run_compiler([sys.executable, "-c", flood], cwd=str(tmp_path))
+    assert run.returncode == 0 and run.bound_hit() is None
+    lines = run.output.splitlines()
+    assert max(map(len, lines)) <= 16 * 1024 + 3
+    assert sum(1 for line in lines if ": error: x" in line) == 40
+
+
+def test_a_compiler_past_the_file_size_bound_is_stopped_and_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(profiler.compile, "COMPILER_FILE_BYTES", 1 << 20)
+    run = run_compiler(["yes", "what a flood"], cwd=str(tmp_path), time_limit=30)
+    assert "bound of 1 MiB for one file" in run.bound_hit()

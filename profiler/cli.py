@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -146,7 +147,15 @@ def exit_code(verdict: Verdict) -> int:
     return 0 if verdict.proven or verdict.status in FINE_STATUSES else 1
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    # SystemExit unwinds through profiler.compile.run_compiler, which then kills nvcc's
+    # process group: nvcc runs in a session of its own, out of reach of a signal to ours.
+    raise SystemExit(128 + signum)
+
+
 def main(args: argparse.Namespace) -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     if args.command == "check":
         return check_command(args)
     return profile_command(args)

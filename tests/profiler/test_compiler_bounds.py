@@ -141,3 +141,40 @@ def test_a_compiler_past_the_file_size_bound_is_stopped_and_named(tmp_path, monk
     monkeypatch.setattr(profiler.compile, "COMPILER_FILE_BYTES", 1 << 20)
     run = run_compiler(["yes", "what a flood"], cwd=str(tmp_path), time_limit=30)
     assert "bound of 1 MiB for one file" in run.bound_hit()
+
+
+@needs_nvcc
+def test_dice_check_ended_by_sigterm_takes_its_compiler_with_it(tmp_path):
+    os.mkfifo(tmp_path / "pipe.h")
+    path = tmp_path / "waits.cu"
+    path.write_text('#define WAIT "pipe.h"\n#include WAIT\n')  # cc1plus waits on the FIFO
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    check = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "check", str(path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    compilers: list[int] = []
+    for _ in range(200):
+        compilers = [pid for pid in _children_of(check.pid)]
+        if compilers:
+            break
+        time.sleep(0.05)
+    assert compilers, "nvcc never started"
+    time.sleep(0.5)
+    session = os.getsid(compilers[0])
+    check.terminate()
+    check.communicate(timeout=30)
+    time.sleep(0.5)
+    assert _session_members(session) == []
+
+
+def _children_of(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.append(int(entry))
+    return found

@@ -51,6 +51,7 @@ MAX_CONNECTIONS = 16  # editors that passed the token
 MAX_STRANGERS = 64
 MAX_STRANGERS_PER_ADDRESS = 16  # on loopback every client has one address: this is the cap there
 AUTH_TIMEOUT_S = 5.0
+SHUTDOWN_GRACE_S = 10.0
 AUTH_MAX_BODY = 1024 * 1024
 TOKEN_FIELD = "token"
 TOO_MANY = "dice-lsp: too many editors are connected; close one and try again"
@@ -199,6 +200,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
     # has sent nothing (an editor sends its initialize at once), else of the oldest.
     strangers: dict[asyncio.StreamWriter, tuple[str, bool]] = {}
     editors = 0
+    connections: set[asyncio.StreamWriter] = set()
 
     def make_room(address: str) -> None:
         same = [w for w, (a, _) in strangers.items() if a == address]
@@ -217,6 +219,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         address = peer[0] if isinstance(peer, tuple) else str(peer)
         make_room(address)
         strangers[writer] = (address, False)
+        connections.add(writer)
 
         async def read_chunk() -> bytes:
             chunk = await reader.read(CHUNK)
@@ -252,6 +255,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         except asyncio.CancelledError:
             pass  # the listener is ending (SIGTERM, Ctrl-C): its server was released above
         finally:
+            connections.discard(writer)
             writer.close()
 
     written: list[Path] = []
@@ -266,8 +270,25 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
             print(f"dice-lsp: cannot write the token file {path}: {exc.strerror or exc}", file=sys.stderr)
             raise SystemExit(1) from None
         written.append(path)
-        # SIGTERM ends the listener as Ctrl-C does, so that its token file is removed.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+        # SIGTERM ends the listener as Ctrl-C does, so that its token file is removed. The
+        # connections are closed first: the listener's close waits for every one of them.
+        main = asyncio.current_task()
+
+        def stop() -> None:
+            for writer in list(connections):
+                writer.transport.abort()
+            main.cancel()
+            # Ending a connection's server waits on what it started; past a grace period the
+            # process ends regardless (a SIGTERM that does not end the listener is worse).
+            asyncio.get_running_loop().call_later(SHUTDOWN_GRACE_S, exit_now)
+
+        def exit_now() -> None:
+            log.warning("dice-lsp: the connections did not end within %.0f s of SIGTERM; exiting", SHUTDOWN_GRACE_S)
+            for written_path in written:
+                _remove_token_file(written_path, token)
+            os._exit(0)
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
         addresses = ", ".join(str(s.getsockname()[:2]) for s in listener.sockets)
         print(f"dice-lsp: listening on {addresses}; the token is in {path}", file=sys.stderr, flush=True)
         async with listener:

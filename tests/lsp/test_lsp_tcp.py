@@ -176,3 +176,22 @@ async def test_a_bad_or_taken_port_is_one_line_not_a_traceback(child_env):
             assert second.returncode == code and b"Traceback" not in err and bad.encode() in err, err
     finally:
         await end_process(server)
+
+
+async def test_sigterm_ends_a_listener_with_editors_and_strangers_connected(child_env, tmp_path: Path):
+    """A listener's close waits for every connection: SIGTERM left one with editors running."""
+    server, port = await start_tcp_server(child_env)
+    editor = await connect(port)
+    assert "result" in await editor.initialize(tmp_path, with_token(server))
+    strangers = [await connect(port) for _ in range(3)]
+    server.terminate()
+    try:
+        await asyncio.wait_for(server.wait(), 15)
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+    assert server.returncode == 0
+    assert not server.token_file.exists()
+    for client in [editor, *strangers]:
+        client.writer.close()

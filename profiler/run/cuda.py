@@ -18,7 +18,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from profiler import gpu
-from profiler.compile import content_key, find_nvcc, parse_compiler_output
+from profiler.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
 from profiler.dtypes import itemsize, storage_dtype
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
@@ -71,13 +70,15 @@ def _nvcc_cubin(source: str, filename: str, arch: str, include_dirs: list[str]) 
     with tempfile.TemporaryDirectory(prefix="dice-nvcc-") as tmp:
         src = Path(tmp) / (Path(filename).stem + ".cu")
         src.write_text(source)
-        out = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
-                              *[f"-I{d}" for d in include_dirs], "-o", str(Path(tmp) / "k.cubin"), str(src)],
-                             capture_output=True, text=True, timeout=300, cwd=tmp)
-        log = out.stdout + out.stderr
+        # Bounded in memory and time and killed as a process group, as every nvcc run is.
+        out = run_compiler([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v",
+                            *[f"-I{d}" for d in include_dirs], "-o", str(Path(tmp) / "k.cubin"), str(src)],
+                           cwd=tmp, time_limit=300)
+        log = out.output
         if out.returncode != 0:
-            diagnostics = parse_compiler_output(log, src.name, source)
-            raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", log.strip()[-500:])], log)
+            bound = out.bound_hit()
+            diagnostics = [] if bound else parse_compiler_output(log, src.name, source)
+            raise CompileFailed(diagnostics or [Diagnostic(1, 1, "error", bound or log.strip()[-500:])], log)
         log_path.write_text(log)
         # Copied in under a temporary name, then renamed: a concurrent reader never sees half.
         partial = cubin.with_suffix(f".{os.getpid()}.tmp")

@@ -178,3 +178,18 @@ def _children_of(parent: int) -> list[int]:
             if int(fields[1]) == parent:
                 found.append(int(entry))
     return found
+
+
+@needs_nvcc
+def test_the_sandbox_cubin_compile_is_bounded_too(tmp_path, monkeypatch):
+    """The .cu runner's own nvcc (a cubin, where NVRTC is not used) runs under the same bounds:
+    the include the scan cannot see stops at the memory bound, named, and a plain kernel builds."""
+    from profiler.run.cuda import CompileFailed, _nvcc_cubin
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("DICE_COMPILER_MEMORY", "1G")
+    with pytest.raises(CompileFailed) as failed:
+        _nvcc_cubin("#define ENDLESS </dev/zero>\n#include ENDLESS\n__global__ void k() {}\n", "endless.cu", "sm_90", [])
+    assert "memory bound of 1 GiB" in failed.value.diagnostics[0].message
+    cubin, log = _nvcc_cubin('extern "C" __global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n', "k.cu", "sm_90", [])
+    assert cubin.is_file() and "k" in log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -36,3 +37,22 @@ def correct_controls(controls_dir: Path, tmp_path: Path) -> Path:
         (folder / control.parent.name).mkdir(parents=True, exist_ok=True)
         shutil.copy(control, folder / control.parent.name / control.name)
     return folder
+
+
+@pytest.fixture
+def stop_after_the_first_problem(controls_dir: Path, control_problems: Path):
+    """stop(out): leave `out`'s results as a run stopped after its first problem would: the
+    finished one marked (so that judging it again would show), the next one generated but not
+    judged."""
+
+    def stop(out: Path) -> None:
+        data = json.loads((out / "results.json").read_text())
+        data["problems"][0]["candidates"][0]["verdict"]["message"] = "judged by the first run"
+        sigmoid = (controls_dir / "level1" / "21_Sigmoid.correct.py").read_text()
+        data["problems"].append({
+            "name": "level1/21_Sigmoid", "level": "level1", "path": str(control_problems / "level1" / "21_Sigmoid.py"),
+            "state": "generated", "candidates": [{"text": "# from the stopped run\n" + sigmoid, "generation": {}}],
+        })
+        (out / "results.json").write_text(json.dumps(data))
+
+    return stop

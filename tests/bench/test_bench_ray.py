@@ -44,21 +44,13 @@ def cluster():
 
 
 def test_ray_judging_records_what_local_judging_does_and_resumes(
-    cluster, control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    cluster, control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+    stop_after_the_first_problem
 ) -> None:
     out = tmp_path / "out"
     args = [str(control_problems), "--solutions", str(controls_dir), "--out", str(out), "--judge", "ray"]
     assert main(["bench", *args, "--limit", "1"]) == 0
-    # Stop-and-go: the finished problem marked, so that a re-judge would show; the next one
-    # left as a stopped run leaves it (generated, not judged).
-    data = json.loads((out / "results.json").read_text())
-    data["problems"][0]["candidates"][0]["verdict"]["message"] = "judged by the first run"
-    sigmoid = (controls_dir / "level1" / "21_Sigmoid.correct.py").read_text()
-    data["problems"].append({
-        "name": "level1/21_Sigmoid", "level": "level1", "path": str(control_problems / "level1" / "21_Sigmoid.py"),
-        "state": "generated", "candidates": [{"text": "# from the stopped run\n" + sigmoid, "generation": {}}],
-    })
-    (out / "results.json").write_text(json.dumps(data))
+    stop_after_the_first_problem(out)
     capsys.readouterr()
 
     assert main(["bench", *args, "--limit", "2", "--resume", "--json"]) == 0

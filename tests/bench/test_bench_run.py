@@ -55,21 +55,13 @@ def test_solutions_run_records_every_verdict_and_invents_nothing(
 
 
 def test_resume_keeps_finished_problems_and_judges_generated_ones(
-    control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    control_problems: Path, controls_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
+    stop_after_the_first_problem
 ) -> None:
     out = tmp_path / "out"
     args = [str(control_problems), "--solutions", str(controls_dir), "--out", str(out)]
     assert bench(*args, "--limit", "1") == 0
-    # Stop-and-go: mark the finished problem so a re-judge would show, and leave the next
-    # problem as a stopped run leaves it: generated, not judged.
-    data = json.loads((out / "results.json").read_text())
-    data["problems"][0]["candidates"][0]["verdict"]["message"] = "judged by the first run"
-    sigmoid = (controls_dir / "level1" / "21_Sigmoid.correct.py").read_text()
-    data["problems"].append({
-        "name": "level1/21_Sigmoid", "level": "level1", "path": str(control_problems / "level1" / "21_Sigmoid.py"),
-        "state": "generated", "candidates": [{"text": "# from the stopped run\n" + sigmoid, "generation": {}}],
-    })
-    (out / "results.json").write_text(json.dumps(data))
+    stop_after_the_first_problem(out)
     capsys.readouterr()
 
     assert bench(*args, "--limit", "3", "--resume", "--json") == 0

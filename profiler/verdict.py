@@ -258,7 +258,7 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
     numbers = dict(speedup=speedup.ratio, speedup_ci=(speedup.low, speedup.high), time_ms=time_ms,
                    baseline_ms=base_ms)
     facts = {**(m.get("sizes") or {}), **{k: v for k, v in (facts or {}).items() if v is not None}}
-    status, head, correct = None, "", True
+    correct: bool | None = True
     broken = rules.physical_bound(facts, peak, time_ms)
     if broken is not None:
         extra["untrusted"] = {**numbers, "speedup_ci": [speedup.low, speedup.high]}

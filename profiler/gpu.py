@@ -118,3 +118,9 @@ def theoretical_bandwidth_gbs() -> float | None:
     if not numbers or not numbers["memory_max_mhz"] or not numbers["bus_bits"]:
         return None
     return numbers["memory_max_mhz"] * 1e6 * 2 * numbers["bus_bits"] / 8 / 1e9
+
+
+@functools.cache
+def max_sm_clock_mhz() -> int | None:
+    """The GPU's maximum SM clock (a fact of the card: asked once per process)."""
+    return (clocks_mhz() or {}).get("sm_max")

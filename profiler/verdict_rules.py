@@ -169,11 +169,11 @@ def peak_flops(facts: dict) -> float | None:
     from profiler import gpu
 
     capability, sms = facts.get("capability"), facts.get("sms")
-    clocks = gpu.clocks_mhz() or {}
+    clock = gpu.max_sm_clock_mhz()
     per_clock = FLOPS_PER_SM_CLOCK.get(int(str(capability).split(".")[0])) if capability else None
-    if not (per_clock and sms and clocks.get("sm_max")):
+    if not (per_clock and sms and clock):
         return None
-    return float(per_clock) * int(sms) * float(clocks["sm_max"]) * 1e6
+    return float(per_clock) * int(sms) * float(clock) * 1e6
 
 
 def physical_bound(facts: dict, measured_peak_gbs: float, time_ms: float) -> str | None:

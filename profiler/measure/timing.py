@@ -167,10 +167,11 @@ class _Loop:
         # side's freed output (the same values, the same pair's inputs) from the allocator.
         held: list = []
         cpu_before, thread_before = _cpu_s()
+        started_pair = None
         for r, i in _interleaved(len(self.fns), count):
             pair = self.pairs + r
-            first_of_pair = (r % 2 == 0 and i == 0) or (r % 2 == 1 and i == len(self.fns) - 1)
-            if first_of_pair:
+            if pair != started_pair:  # the pair's first run
+                started_pair = pair
                 held.clear()
                 if self.fresh is not None:
                     ops.synchronize()

@@ -291,6 +291,15 @@ def same_fingerprints(a: tuple, b: tuple) -> bool:
     return all(x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
 
 
+def constant_across(fingerprints: list[list[tuple]]) -> bool:
+    """Whether the outputs fingerprinted on each input set (a list of fingerprints per set,
+    at least two sets) were the same on every set: then matching them shows nothing."""
+    first = fingerprints[0] if fingerprints else []
+    return len(fingerprints) >= 2 and all(
+        len(prints) == len(first) and all(same_fingerprints(a, b) for a, b in zip(prints, first))
+        for prints in fingerprints)
+
+
 def output_sample(array, dtype_name: str, positions_seed: list[int],
                   protocol: tuple[float, float] | None = None) -> dict:
     """What two processes can compare of one output without moving it whole: its shape and

@@ -32,7 +32,7 @@ from profiler.paths import cache_dir
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
 from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
-from profiler.measure.verify import compare, fingerprint, is_float, poison_byte, same_fingerprints
+from profiler.measure.verify import compare, constant_across, fingerprint, is_float, poison_byte
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 
@@ -375,12 +375,6 @@ def _check_set(reference: Side, other: Side, params: list[dict], seed: int, what
     return None
 
 
-def constant_outputs(fingerprints: list) -> bool:
-    """Whether the reference's outputs were the same on every input set checked (at least two)."""
-    return len(fingerprints) >= 2 and all(
-        all(same_fingerprints(a, b) for a, b in zip(prints, fingerprints[0])) for prints in fingerprints)
-
-
 # ------------------------------------------------------------------ the measurement
 
 def _bytes_moved(params: list[dict]) -> int:
@@ -515,7 +509,7 @@ def run_cuda(request: dict) -> dict:
     peak = cupy_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
     return {"outcome": "measured", "inputs_checked": len(seeds), "timing": timing, "escape": escape, "peak_gbs": peak,
             "bytes_moved": _bytes_moved(params), "sizes": _sizes(params), "flops": request.get("flops"),
-            "constant_outputs": constant_outputs(fingerprints), "extra": extra, **common}
+            "constant_outputs": constant_across(fingerprints), "extra": extra, **common}
 
 
 # ------------------------------------------------------------------ warm-up

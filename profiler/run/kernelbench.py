@@ -43,7 +43,7 @@ from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
 from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
-from profiler.measure.verify import compare, fingerprint, output_sample, poison_bytes, same_fingerprints
+from profiler.measure.verify import compare, constant_across, fingerprint, output_sample, poison_bytes
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -331,7 +331,7 @@ class Problem:
         self.sample_seed = sample_seed
         self.samples: list[dict] | None = [] if sample_seed is not None else None
         self.tolerance = tolerance  # the protocol's (rtol, atol), or None: the dtype's own
-        # Model's output fingerprints, one list per checked input set (constant_outputs).
+        # Model's output fingerprints, one list per checked input set (verify.constant_across).
         self.fingerprints: list[list[tuple]] = []
         self.returned: list = []  # what the candidate returned last (poisoned before its next run)
 
@@ -402,12 +402,6 @@ class Problem:
             if problem is not None:
                 return problem
         return None
-
-    def constant_outputs(self) -> bool:
-        """Whether Model gave the same outputs on every input set checked (at least two)."""
-        prints = self.fingerprints
-        return len(prints) >= 2 and all(
-            len(p) == len(prints[0]) and all(same_fingerprints(a, b) for a, b in zip(p, prints[0])) for p in prints)
 
     def sample(self, seed: int, signed: bool | None, outputs: list) -> None:
         """Samples of `outputs` (tensors, or pairs _comparable made of them) of the input set
@@ -599,7 +593,7 @@ def _run_kernelbench(request: dict) -> dict:
     peak = torch_peak_bandwidth_gbs(ops, request.get("peak_gbs"))
     return {"outcome": "measured", "inputs_checked": checked, "timing": timing, "escape": escape, "peak_gbs": peak,
             "bytes_moved": sizes["input_bytes"] + sizes["output_bytes"], "sizes": sizes,
-            "constant_outputs": problem.constant_outputs(), "samples": problem.samples, "extra": extra, **common}
+            "constant_outputs": constant_across(problem.fingerprints), "samples": problem.samples, "extra": extra, **common}
 
 
 def _compile_caches_beside_the_build() -> None:

@@ -218,3 +218,15 @@ def test_bfloat16_tensors_are_compared_without_a_widened_copy():
     got = compare("y", x, off, "bfloat16")
     want = compare("y", x.float().numpy(), off.float().numpy(), "bfloat16")
     assert got is not None and str(got) == str(want) and "index 4321" in str(got)
+
+
+def test_outputs_the_same_on_every_input_set_are_constant():
+    from profiler.measure.verify import constant_across, fingerprint
+
+    zeros, ramp = np.zeros(64, np.float32), np.arange(64, dtype=np.float32)
+    assert constant_across([[fingerprint(zeros)], [fingerprint(zeros)], [fingerprint(zeros)]])
+    assert not constant_across([[fingerprint(zeros)], [fingerprint(ramp)]])
+    assert not constant_across([[fingerprint(zeros)]])  # one set shows nothing either way
+    # two outputs: constant only when both are
+    assert not constant_across([[fingerprint(zeros), fingerprint(ramp)], [fingerprint(zeros), fingerprint(ramp * 2)]])
+    assert constant_across([[fingerprint(np.full(3, np.nan, np.float32))]] * 2)  # NaN equals NaN here

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,11 +145,26 @@ def _judge_progress(report: ReportProgress) -> Callable[[int, int], None]:
     return on_progress
 
 
-def _unique(candidates: list[Candidate]) -> list[Candidate]:
-    """One candidate per distinct text: judging the same code twice proves nothing new."""
+def _line_ending(text: str) -> str:
+    """The document's line ending: CRLF when its first line ends so, else LF."""
+    first = text.find("\n")
+    return "\r\n" if first > 0 and text[first - 1] == "\r" else "\n"
+
+
+def _in_document_style(candidate: Candidate, eol: str) -> Candidate:
+    """The candidate with the document's line endings. Editors rewrite every line ending of
+    an inserted text to the buffer's own (Neovim turns CR and CRLF into LF, VS Code into the
+    document's EOL), so the text judged is the text the editor will hold once applied."""
+    text = re.sub(r"\r\n|\r|\n", eol, candidate.text)
+    return candidate if text == candidate.text else dataclasses.replace(candidate, text=text)
+
+
+def _unique(candidates: list[Candidate], eol: str) -> list[Candidate]:
+    """One candidate per distinct text, in the document's line endings: judging the same
+    code twice proves nothing new."""
     seen: set[str] = set()
     unique = []
-    for candidate in candidates:
+    for candidate in (_in_document_style(c, eol) for c in candidates):
         if candidate.text not in seen:
             seen.add(candidate.text)
             unique.append(candidate)
@@ -162,7 +179,7 @@ async def judge(
     report: ReportProgress,
 ) -> JobResult:
     """Build each candidate's document and have the profiler judge them all."""
-    candidates = _unique(candidates)
+    candidates = _unique(candidates, _line_ending(snapshot.text))
     before, after = snapshot.text[: target.start], snapshot.text[target.end :]
     documents = [before + target.lead + c.text + target.trail + after for c in candidates]
     verdicts: list[Verdict] = []

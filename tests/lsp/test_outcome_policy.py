@@ -254,3 +254,29 @@ def test_a_job_whose_candidates_all_fail_to_compile_names_the_gpu_it_was_judged_
                                [Candidate(broken, 0, 0, 0.0, "eos")], Settings(time_limit=60), lambda m, p: None))
     assert [v.status for _, v, _ in result.candidates] == ["compile_error"]
     assert result.gpu == profiler.gpu_name()
+
+
+@pytest.mark.skipif(__import__("profiler").compile.find_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.parametrize("document_eol", ["\n", "\r\n"])
+def test_candidates_are_judged_in_the_documents_line_endings(tmp_path, document_eol):
+    """Editors rewrite an inserted text's line endings to the buffer's (Neovim: CR and CRLF
+    become LF), so a candidate with stray CRs is judged as the text the editor will hold, and
+    two candidates that differ only in line endings are one."""
+    from dice_lsp.core.config import Settings
+    from dice_lsp.core.jobs import judge
+
+    source = SOURCE.replace("\n", document_eol)
+    path = tmp_path / "k.cu"
+    path.write_bytes(source.encode())
+    target = optimize_target(source, str(path), kernel="scale")
+    body = source[target.start:target.end]
+    mixed = body.replace(document_eol, "\r").replace("2.0f", "3.0f")
+    crlf = body.replace(document_eol, "\r\n").replace("2.0f", "3.0f")
+    result = asyncio.run(judge(Snapshot(path.as_uri(), 1, str(path), source), target,
+                               [Candidate(mixed, 0, 0, 0.0, "eos"), Candidate(crlf, 0, 0, 0.0, "eos")],
+                               Settings(time_limit=60), lambda m, p: None))
+    assert len(result.candidates) == 1
+    candidate, _, document = result.candidates[0]
+    assert candidate.text == body.replace("2.0f", "3.0f")
+    assert document == source.replace("2.0f", "3.0f")
+    assert result.replacement(0) == candidate.text

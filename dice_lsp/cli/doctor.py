@@ -1,20 +1,25 @@
 """`dice doctor`: what this machine gives the judge, one fact a line: the GPU, the compiler,
-and how candidates are isolated (namespaces of their own: PID, mount, network; or why not).
-Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
+how candidates are isolated (namespaces of their own: PID, mount, network; or why not), and
+the DICE_ environment variables set (profiler.settings; secrets hidden) with any that cannot
+be read. Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+
 def facts() -> dict:
     from profiler.compile import find_nvcc
     from profiler.gpu import compute_capability, gpu_name
     from profiler.sandbox.isolation import describe
+    from profiler.settings import current
 
     isolated, sandbox = describe()
+    environment = current()
     return {"gpu": gpu_name(), "compute_capability": compute_capability(), "nvcc": find_nvcc(),
-            "isolated": isolated, "sandbox": sandbox}
+            "isolated": isolated, "sandbox": sandbox, "environment": dict(environment.shown()),
+            "environment_problems": list(environment.problems)}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -26,4 +31,8 @@ def main(args: argparse.Namespace) -> int:
               + (f" (compute capability {found['compute_capability']})" if found["compute_capability"] else ""))
         print(f"nvcc: {found['nvcc'] or 'not found: dice check needs it; install the CUDA toolkit or set CUDA_HOME'}")
         print(f"candidates run in: {found['sandbox']}")
+        shown = ", ".join(f"{name}={value}" for name, value in found["environment"].items())
+        print(f"environment: {shown or 'no DICE_ variable set: the defaults (README, Configuration)'}")
+        for problem in found["environment_problems"]:
+            print(f"environment: {problem}")
     return 0 if found["gpu"] and found["isolated"] else 1

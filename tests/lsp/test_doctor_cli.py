@@ -29,3 +29,11 @@ def test_doctor_says_when_candidates_run_without_namespaces():
     done = _doctor(DICE_SANDBOX_ISOLATION="off")
     assert "candidates run in: none (DICE_SANDBOX_ISOLATION=off)" in done.stdout
     assert done.returncode == 1, "judging without isolation is not a healthy set-up"
+
+
+def test_doctor_shows_the_environment_set_hides_secrets_and_names_unreadable_values():
+    done = _doctor("--json", DICE_LSP_TOKEN="hunter2", DICE_SANDBOX_POOL="many", DICE_BUILD_JOBS="3")
+    found = json.loads(done.stdout)
+    assert found["environment"] == {"DICE_LSP_TOKEN": "(set)", "DICE_BUILD_JOBS": "3"}
+    assert [p.split("=")[0] for p in found["environment_problems"]] == ["DICE_SANDBOX_POOL"]
+    assert "hunter2" not in done.stdout + done.stderr

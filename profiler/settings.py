@@ -1,0 +1,185 @@
+"""Every environment variable dice-lsp reads, in one typed object read once per process.
+
+The editor's settings (model, candidates, sampling) come from the client (dice_lsp.core.config);
+what belongs to the machine rather than to a document (where caches live, how candidates are
+isolated and built, the secrets of the servers) comes from the environment, here. The
+README's table of variables is checked against VARIABLES by the tests, and no other module
+reads a DICE_ variable, so there is no switch a user cannot find.
+
+This module is a leaf: the profiler, the engine's callers and the language server all import
+it, and it imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMPILER_MEMORY = 6 * 1024**3  # torch's headers need about 3.5 GiB
+MIN_COMPILER_MEMORY = 64 << 20
+DEFAULT_SANDBOX_POOL = 4  # the editor's default number of candidates
+MAX_SANDBOX_POOL = 8
+ISOLATION_MODES = ("auto", "on", "off")
+
+_SIZE = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*")
+_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def describe_bytes(count: int) -> str:
+    """1073741824 -> "1 GiB", 1610612736 -> "1.5 GiB"."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} bytes"
+
+
+class Unreadable(ValueError):
+    """A value that cannot be read; the variable keeps its default and the message is kept."""
+
+
+def _text(raw: str) -> str | None:
+    return raw or None
+
+
+def _folder(raw: str) -> Path | None:
+    return Path(os.path.expanduser(raw)) if raw else None
+
+
+def _build_cache(raw: str) -> str:
+    return "off" if raw.lower() == "off" else raw
+
+
+def _flag_on_unless_zero(raw: str) -> bool:
+    return raw != "0"
+
+
+def _count(raw: str) -> int | None:
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise Unreadable("expected a whole number of at least 1")
+    return int(raw)
+
+
+def _compiler_memory(raw: str) -> int | None:
+    if not raw:
+        return DEFAULT_COMPILER_MEMORY
+    if raw.lower() in ("off", "none", "unlimited"):
+        return None
+    match = _SIZE.fullmatch(raw)
+    value = int(float(match.group(1)) * _SCALE[match.group(2).lower()]) if match else 0
+    if value < MIN_COMPILER_MEMORY:
+        raise Unreadable("expected a size of at least 64M (e.g. 6G, 4096M) or off")
+    return value
+
+
+def _isolation(raw: str) -> str:
+    # Any other word is kept, not replaced by the default: `on` is a demand, and a typo of
+    # it must refuse to judge (profiler.sandbox.isolation) rather than quietly run unisolated.
+    return raw.lower() or "auto"
+
+
+def _pool(raw: str) -> int:
+    if not raw:
+        return DEFAULT_SANDBOX_POOL
+    try:
+        return max(0, min(MAX_SANDBOX_POOL, int(raw)))
+    except ValueError:
+        raise Unreadable(f"expected a whole number from 0 to {MAX_SANDBOX_POOL}") from None
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    attr: str
+    read: Callable[[str], object]
+    default: str  # in words, for the README and `dice doctor`
+    meaning: str
+    secret: bool = False
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("DICE_CACHE_DIR", "cache_dir", _folder, "`$XDG_CACHE_HOME/dice-lsp/results`",
+             "where verdicts are cached, keyed by kernel, spec and GPU"),
+    Variable("DICE_LSP_TOKEN", "lsp_token", _text, "a new token per run, written to a 0600 file",
+             "the token `dice-lsp --tcp` asks clients for", secret=True),
+    Variable("DICE_ENGINE_TOKEN", "engine_token", _text, "none (loopback only)",
+             "the token of `dice engine serve`, and the one a `dice://` client sends when its URL has none",
+             secret=True),
+    Variable("DICE_SANDBOX_ISOLATION", "sandbox_isolation", _isolation, "`auto`",
+             "`auto`: candidates run in namespaces of their own where the system allows; `on`: refuse to "
+             "judge without them; `off`: never"),
+    Variable("DICE_SANDBOX_POOL", "sandbox_pool", _pool, str(DEFAULT_SANDBOX_POOL),
+             f"sandboxes kept started ahead of candidates (0-{MAX_SANDBOX_POOL}; 0: none)"),
+    Variable("DICE_COMPILER_MEMORY", "compiler_memory", _compiler_memory, describe_bytes(DEFAULT_COMPILER_MEMORY),
+             "address space of each nvcc/c++ process (`8G`, `4096M`, or `off`)"),
+    Variable("DICE_BUILD_JOBS", "build_jobs", _count, "half the CPUs",
+             "KernelBench candidates built side by side before they are timed"),
+    Variable("DICE_BUILD_CACHE", "build_cache", _build_cache, "`$XDG_CACHE_HOME/dice-lsp/builds`",
+             "where verified extension builds are kept across processes (isolated sandboxes only); `off`: "
+             "in memory for one process"),
+    Variable("DICE_REUSE_BUILDS", "reuse_builds", _flag_on_unless_zero, "1",
+             "`0` builds every document again instead of reusing a verified build of the same text"),
+)
+
+
+@dataclass(frozen=True)
+class Environment:
+    cache_dir: Path | None = None
+    lsp_token: str | None = None
+    engine_token: str | None = None
+    sandbox_isolation: str = "auto"
+    sandbox_pool: int = DEFAULT_SANDBOX_POOL
+    compiler_memory: int | None = DEFAULT_COMPILER_MEMORY
+    build_jobs: int | None = None
+    build_cache: str = ""
+    reuse_builds: bool = True
+    problems: tuple[str, ...] = field(default=(), compare=False)  # values that could not be read
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> Environment:
+        """The settings in `environ` (this process's environment by default); a value that
+        cannot be read keeps its default and leaves a message in `problems`."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        problems = []
+        for variable in VARIABLES:
+            raw = environ.get(variable.name, "").strip()
+            try:
+                values[variable.attr] = variable.read(raw)
+            except Unreadable as exc:
+                shown = "(hidden)" if variable.secret else repr(raw)
+                problems.append(f"{variable.name}={shown}: {exc}; using the default, {variable.default}")
+        return cls(**values, problems=tuple(problems))
+
+    def shown(self) -> list[tuple[str, str]]:
+        """(name, value) for each variable set to other than its default, secrets hidden."""
+        default = Environment()
+        rows = []
+        for variable in VARIABLES:
+            value = getattr(self, variable.attr)
+            if value != getattr(default, variable.attr):
+                rows.append((variable.name, "(set)" if variable.secret else str(value)))
+        return rows
+
+
+@functools.cache
+def current() -> Environment:
+    """This process's settings, read from its environment the first time they are asked for."""
+    environment = Environment.read()
+    for problem in environment.problems:
+        log.warning("%s", problem)
+    return environment
+
+
+def reread() -> Environment:
+    """Read the environment again: for a test that changed it, never for production code."""
+    current.cache_clear()
+    return current()

@@ -11,7 +11,7 @@
 #   SETTINGS=.train-run/stage.json bash scripts/device-train.sh SECONDS
 # Carry .whl (tree_sitter, tree_sitter_cuda, pytest_timeout, ninja) and .train-carry; with the corpus
 # of 2026-12-05 (5.2 MB) the tree fits the 64 MiB limit only with docs/ left behind (moved aside), so
-# copy the stage's settings (e.g. docs/device-runs/2026-12-05/session18/stage5-settings.json) into
+# copy the stage's settings (e.g. docs/device-runs/2026-12-05/97be1f7/stage5-settings.json) into
 # .train-carry/ first and name that copy.
 # The call's logs go to DEVICE_LOGS and come back packed in $OUT/logs.tar.gz beside the
 # checkpoint (scripts/device-train.sh: at most 8 files come back).

@@ -10,7 +10,7 @@ than 1200 tokens; in each, one `;`-ended statement of an indented line (not a co
 or `break;`) is masked, chosen with --seed, and the whole rest of the file is the context, as
 an editor sends it. Each case is filled as `dice fill` does by default (4 candidates), with the
 engine's context set to --context tokens; reported: fills with the original among the 4
-(whitespace aside: builtin_eval.same_code) and seconds per fill, one torch thread. Records go to
+(whitespace aside: dice_lsp.bench.fills.same_code) and seconds per fill, one torch thread. Records go to
 OUT (env var, default ./.device-out)/context_eval-CONTEXT[-SPLIT-seedS].jsonl. A choice (of a
 length, say) is made on `--split valid` (files of the trained packages that training never
 read, 2% by a hash of the text) and reported on the held-out test split.
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from builtin_eval import is_statement, line_span, same_code  # noqa: E402 - after the path
+from dice_lsp.bench.fills import is_statement, line_span, same_code  # noqa: E402 - after the path
 
 SKIPPED_STARTS = ("return;", "break;", "#")   # besides comments (is_statement)
 

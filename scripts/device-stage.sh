@@ -24,7 +24,7 @@ logs=$DEVICE_LOGS
 mkdir -p "$logs"
 . scripts/device-setup.sh > "$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ( python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')" \
-  && python3 scripts/build_corpus.py --reindex ) > "$logs/reindex.log" 2>&1 &
+  && python3 -m engine.corpus.build_corpus --reindex ) > "$logs/reindex.log" 2>&1 &
 unpack=$!
 timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/engine/test_train_gpu.py > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/gpu-tests.log"; tail -3 "$logs/gpu-tests.log"

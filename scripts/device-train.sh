@@ -4,11 +4,11 @@
 #   [SETTINGS=FILE] scripts/device-train.sh SECONDS
 # trains SECONDS in this call (SETTINGS: default engine/builtin/train_settings.json). The first
 # call unpacks the corpus carried as texts in
-# .train-carry/corpus.tar.xz (scripts/build_corpus.py's output is too large for the device's
+# .train-carry/corpus.tar.xz (engine/corpus/build_corpus.py's output is too large for the device's
 # 64 MiB tree; the line arrays are rebuilt there with --reindex) and starts from the settings'
 # `init`; a later call on the same warm machine resumes from .train-run/train_state.pt. Every
 # call copies the checkpoint and the loss log to $OUT.
-# The corpus must be built with the model's tokenizer (`build_corpus.py --tokenizer engine/builtin`; engine.train
+# The corpus must be built with the model's tokenizer (`python -m engine.corpus.build_corpus --tokenizer engine/builtin`; engine.train
 # refuses an `init` whose vocabulary differs). Made on this machine with (xz -9e: the corpus of 2026-12-04's session 16 is 5.3 MB at the
 # default preset, 4.9 MB so, and the tree with the shipped weights must stay under 64 MiB):
 #   python -c "import lzma, tarfile; t = tarfile.open('.train-carry/corpus.tar.xz', 'w:xz',
@@ -27,7 +27,7 @@ logs=${DEVICE_LOGS:-/tmp/device-logs}
 mkdir -p "$out" "$logs"
 if [ ! -f .corpus/data/train_lines.npy ]; then
   python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')"
-  python3 scripts/build_corpus.py --reindex
+  python3 -m engine.corpus.build_corpus --reindex
 fi
 resume=()
 [ -f .train-run/train_state.pt ] && resume=(--resume)

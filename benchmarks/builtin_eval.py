@@ -231,7 +231,7 @@ def print_table(methods: dict[str, dict]) -> None:
 
 def rescore(record: Path) -> None:
     """A record's candidates compared with their originals by this version's `same_code`
-    (records before 2026-12-04's session 16 compared whitespace runs, so `a-b` was not
+    (records before 2026-12-04 (d309e49) compared whitespace runs, so `a-b` was not
     `a - b`), the record rewritten in place. The greedy fill's text is not in a record: its
     `greedy_exact` stays as recorded."""
     report = json.loads(record.read_text())

@@ -50,7 +50,7 @@ def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int,
         if not statements:
             continue
         for line in (rng.sample(statements, min(per_file, len(statements))) if per_file > 1
-                     else [rng.choice(statements)]):   # one per file: the draws of session 19's records
+                     else [rng.choice(statements)]):   # one per file: the draws of 4d144a1's records
             start, end = line_span(lines, line)
             cases.append((text[:start], text[start:end], text[end:]))
         if len(cases) >= count:

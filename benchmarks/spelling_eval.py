@@ -3,7 +3,7 @@ more often? Measured on fresh held-out statements, the drawing done once.
 
     python benchmarks/spelling_eval.py draw --seed 5 [--part 0 --parts 2] [--temperature T]
     python benchmarks/spelling_eval.py replay $OUT/spelling_draws-5-*.json
-    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # session 17's draws
+    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # 001518e's draws
     python benchmarks/spelling_eval.py replay docs/spelling-draws-ban-seeds-5-6.json.xz   # ... with the bracket ban
     python benchmarks/spelling_eval.py shown RECORDS...   # what each set of draws showed: original, compiles
 

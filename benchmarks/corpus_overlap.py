@@ -1,4 +1,4 @@
-"""Could the training corpus itself give the statements the model misses? (issue 16)
+"""Could the training corpus itself give the statements the model misses?
 
     python benchmarks/corpus_overlap.py [docs/spelling-draws-repair-seeds-5-6.json.xz] [--corpus .corpus]
 

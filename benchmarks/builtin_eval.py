@@ -4,7 +4,7 @@
                                       [--sources pycuda-examples]
     python benchmarks/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
 
-Cases: real kernels by other authors that the model never saw. scripts/build_corpus.py holds
+Cases: real kernels by other authors that the model never saw. engine/corpus/build_corpus.py holds
 out whole packages (`held_out=True` in its SOURCES: the test split); from their files every
 non-template `__global__` function of at most MAX_LINES lines is taken with a small prelude
 of standard CUDA headers, kept if it compiles on its own with nvcc and if its text (whitespace
@@ -47,20 +47,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-PRELUDE = "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <stdint.h>\n#include <math.h>\n\n"
+from dice_lsp.bench.fills import (  # noqa: E402  (after the path is set)
+    PRELUDE, Case, is_code_line, is_statement, same_code, statement_cases)
+
 MAX_LINES = 60
 TARGET_CASES = 6
 GLOBAL_LINE = re.compile(r"^[^\n]*__global__[^\n]*$", re.MULTILINE)
-
-
-@dataclass
-class Case:
-    source: str      # the held-out package
-    path: str
-    kernel: str      # the function's name
-    prefix: str
-    middle: str
-    suffix: str
 
 
 @dataclass
@@ -76,17 +68,6 @@ class Fill:
 
 def normalized(code: str) -> str:
     return " ".join(code.split())
-
-
-# C's tokens, near enough to compare two spellings of a statement: string and character
-# literals whole (their spaces count), words, and every other character on its own.
-TOKEN = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|\w+|\S')
-
-
-def same_code(a: str, b: str) -> bool:
-    """`a` and `b` are the same code, whitespace aside: the same tokens (`(a[i]-m)/d` and
-    `(a[i] - m) / d` are; `int i` and `inti` are not)."""
-    return TOKEN.findall(a) == TOKEN.findall(b)
 
 
 def compiles(source: str) -> bool:
@@ -115,40 +96,6 @@ def plain_kernels(text: str) -> list[str]:
         if depth == 0 and kernel.count("\n") < MAX_LINES:
             found.append(kernel)
     return found
-
-
-def is_statement(line: str) -> bool:
-    """An indented `;`-ended line that is not a comment: what an editor user selects as a statement."""
-    return line.startswith((" ", "\t")) and line.rstrip().endswith(";") and not line.strip().startswith(("//", "*"))
-
-
-def is_code_line(line: str) -> bool:
-    """An indented line of code that is not a comment or a directive: what an editor user
-    selects by line (`--select line`): a statement, an `if (...) {`, a `}`, a `for` head."""
-    text = line.strip()
-    return line.startswith((" ", "\t")) and bool(text) and not text.startswith(("//", "*", "/*", "#"))
-
-
-def line_span(lines: list[str], i: int) -> tuple[int, int]:
-    """Where line i of "\n".join(lines) starts and ends, its indentation and trailing blanks aside."""
-    start = sum(len(ln) + 1 for ln in lines[:i])
-    return start + len(lines[i]) - len(lines[i].lstrip()), start + len(lines[i].rstrip())
-
-
-def statement_cases(source: str, path: str, kernel: str, rng: random.Random, count: int,
-                    selectable=is_statement) -> list[Case]:
-    """The kernel (with the prelude) with one statement of its body masked, for up to
-    `count` different statements (`selectable`: is_code_line for any line of code)."""
-    text = PRELUDE + kernel
-    lines = text.split("\n")
-    body_from = len(PRELUDE.split("\n")) - 1 + next(i for i, ln in enumerate(kernel.split("\n")) if "{" in ln) + 1
-    statements = [i for i in range(body_from, len(lines)) if selectable(lines[i])]
-    name = re.search(r"(\w+)\s*\(", kernel[kernel.index("__global__"):])
-    cases = []
-    for i in rng.sample(statements, min(count, len(statements))):
-        a, b = line_span(lines, i)
-        cases.append(Case(source, path, name.group(1) if name else "?", text[:a], text[a:b], text[b:]))
-    return cases
 
 
 def load_cases(corpus: Path, seed: int, kernels_wanted: int, per_kernel: int,
@@ -284,7 +231,7 @@ def print_table(methods: dict[str, dict]) -> None:
 
 def rescore(record: Path) -> None:
     """A record's candidates compared with their originals by this version's `same_code`
-    (records before 2026-12-04's session 16 compared whitespace runs, so `a-b` was not
+    (records before 2026-12-04 (d309e49) compared whitespace runs, so `a-b` was not
     `a - b`), the record rewritten in place. The greedy fill's text is not in a record: its
     `greedy_exact` stays as recorded."""
     report = json.loads(record.read_text())
@@ -316,7 +263,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=REPO / ".corpus")
     ap.add_argument("--kernels", type=int, default=30, help="held-out kernels to take cases from (at most)")
     ap.add_argument("--sources", help="only these held-out packages (comma-separated names of "
-                                      "scripts/build_corpus.py's SOURCES, e.g. pycuda-examples)")
+                                      "engine/corpus/build_corpus.py's SOURCES, e.g. pycuda-examples)")
     ap.add_argument("--per-kernel", type=int, default=3, help="statements masked per kernel (one at a time)")
     ap.add_argument("--select", choices=("statement", "line"), default="statement",
                     help="what is masked: a `;`-ended statement (the issue's cases) or any line of code "

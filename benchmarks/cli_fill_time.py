@@ -6,7 +6,7 @@ Each round runs, one after the other, `python -c "import torch"` and the README'
 (`dice fill examples/saxpy.cu --range 12:9-12:32`, the built-in model, default settings) as
 fresh processes, so that whatever else the machine is doing weighs on both alike. It prints
 each round's wall-clock seconds, the medians and the ratio of the medians. The fill's bar
-(issue 42): at most about 2x the time of `import torch`.
+(the target): at most about 2x the time of `import torch`.
 """
 
 from __future__ import annotations

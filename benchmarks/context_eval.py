@@ -5,12 +5,12 @@
     python benchmarks/context_eval.py --context 4096          # the model's positions: the old behaviour
     python benchmarks/context_eval.py --context 512 --split valid --cases 96 --per-file 3 --seed 3   # to choose
 
-Cases: files of the held-out packages (the corpus's test split, scripts/build_corpus.py) longer
+Cases: files of the held-out packages (the corpus's test split, engine/corpus/build_corpus.py) longer
 than 1200 tokens; in each, one `;`-ended statement of an indented line (not a comment, `return;`
 or `break;`) is masked, chosen with --seed, and the whole rest of the file is the context, as
 an editor sends it. Each case is filled as `dice fill` does by default (4 candidates), with the
 engine's context set to --context tokens; reported: fills with the original among the 4
-(whitespace aside: builtin_eval.same_code) and seconds per fill, one torch thread. Records go to
+(whitespace aside: dice_lsp.bench.fills.same_code) and seconds per fill, one torch thread. Records go to
 OUT (env var, default ./.device-out)/context_eval-CONTEXT[-SPLIT-seedS].jsonl. A choice (of a
 length, say) is made on `--split valid` (files of the trained packages that training never
 read, 2% by a hash of the text) and reported on the held-out test split.
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from builtin_eval import is_statement, line_span, same_code  # noqa: E402 - after the path
+from dice_lsp.bench.fills import is_statement, line_span, same_code  # noqa: E402 - after the path
 
 SKIPPED_STARTS = ("return;", "break;", "#")   # besides comments (is_statement)
 
@@ -50,7 +50,7 @@ def whole_file_cases(texts: list[str], tokenizer, count: int, seed: int,
         if not statements:
             continue
         for line in (rng.sample(statements, min(per_file, len(statements))) if per_file > 1
-                     else [rng.choice(statements)]):   # one per file: the draws of session 19's records
+                     else [rng.choice(statements)]):   # one per file: the draws of 4d144a1's records
             start, end = line_span(lines, line)
             cases.append((text[:start], text[start:end], text[end:]))
         if len(cases) >= count:

@@ -1,10 +1,10 @@
-"""Could the training corpus itself give the statements the model misses? (issue 16)
+"""Could the training corpus itself give the statements the model misses?
 
     python benchmarks/corpus_overlap.py [docs/spelling-draws-repair-seeds-5-6.json.xz] [--corpus .corpus]
 
 Reads a draws record of benchmarks/spelling_eval.py (held-out statements, each with the
 candidates the engine drew for it) and the corpus's training and validation files
-(scripts/build_corpus.py's files.jsonl; the held-out packages are not read). Reports, for all
+(engine/corpus/build_corpus.py's files.jsonl; the held-out packages are not read). Reports, for all
 statements and for those whose original the engine never drew (the misses): how many
 originals are a line of the corpus at all (C tokens one space apart, as engine.local.normalized
 compares fills), and how many a lookup would give among its 4 answers: the 4 lines that most

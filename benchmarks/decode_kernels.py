@@ -12,7 +12,7 @@ calls it (F.linear), cuBLAS on the transposed product, and engine.skinny (the en
 kernel for a step's few rows) over its grid of tile choices (warps per block x loads in
 flight); the fastest skinny choice per shape, or null where cuBLAS was faster, goes to
 $OUT/skinny_tuned.json in engine.skinny.TUNED's format (DICE_SKINNY_TUNED reads it). (A
-Triton kernel for the same products, tried in session 11, was not faster than cuBLAS:
+Triton kernel for the same products, tried in the run at 2ade610, was not faster than cuBLAS:
 docs/benchmarks.md.) Attention: the engine's decode kernel (engine.decode_attention) with
 other split and tile sizes. Writes $OUT/decode_kernels.json (OUT defaults to ./.device-out).
 """

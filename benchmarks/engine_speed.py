@@ -5,7 +5,7 @@
                                       [--kernel-paths cached,flex]
 
 Model: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
-embeddings, random bf16 weights (benchmarks/preset_speed.random_model); a 1024-token prompt;
+embeddings, random bf16 weights (benchmarks/dice_shape.py); a 1024-token prompt;
 4-token blocks.
 
 Measured in one run, each number with how it was measured:
@@ -14,10 +14,10 @@ Measured in one run, each number with how it was measured:
   be faster than reading every weight once.
 - prefill: the prompt's 1024 tokens through the model into the KV cache (eager), median of 5.
 - step latency: one denoising step (one forward over [previous block ; current block]
-  attending to the cache), per decoding path (cached = eager, graphs = CUDA graph (the GPU
-  default when issue 17 was filed), compiled = torch.compile'd model in a CUDA graph, flex =
-  compiled with flex_attention (the default on 2026-12-03), decode = compiled with the engine's
-  split-KV decode attention (engine.fast_paths.GPU_DEFAULT since 2026-12-04)), at batch 1 and 8;
+  attending to the cache), per decoding path (cached = eager, graphs = CUDA graph of the eager
+  model (the baseline the default is measured against), compiled = torch.compile'd model in a
+  CUDA graph, flex = compiled with flex_attention, decode = compiled with the engine's split-KV
+  decode attention (engine.fast_paths.GPU_DEFAULT)), at batch 1 and 8;
   CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
   and capture (what the engine pays at load, engine.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
@@ -33,9 +33,10 @@ Measured in one run, each number with how it was measured:
 - kernels: torch.profiler over batch-1 steps of the eager path and of the default path: GPU
   busy time per step (no launch gaps) and the kernels that take it (attention's share apart).
 
-Targets (issue 17), on the default path: a batch-1 step within 2x of the floor; a batch-8 step
+Targets, on the default path: a batch-1 step within 2x of the floor; a batch-8 step
 at most 1.3x the batch-1 step; >= 600 tokens/s at batch 1 under the static schedule; and the
-old default (graphs) against the new, step for step. Sections run in that order of importance;
+baseline (graphs, `old default` in the output) against the default, step for step. Sections
+run in that order of importance;
 once --budget-s seconds have passed the optional ones left are skipped (and said so). Prints
 a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out) and engine_speed.md (the
 table), both rewritten after every section so that a partial run still leaves its numbers.
@@ -57,8 +58,11 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.decode import decode  # noqa: E402  (after the path is set)
-# The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
+from benchmarks import dice_shape  # noqa: E402  (after the path is set)
+from benchmarks.dice_shape import BLOCK, DICE_1_7B  # noqa: E402
+from benchmarks.preset_speed import SETTINGS, measure  # noqa: E402
+from engine.decode import decode  # noqa: E402
+# The engine's default on a GPU, measured against plain CUDA graphs (docs/benchmarks.md).
 from engine.fast_paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
 from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
 from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
@@ -66,17 +70,10 @@ from engine import model as engine_model  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
-BLOCK = 4
 BATCHES = (1, 8)
-OLD_DEFAULT = "graphs"  # the GPU default before issue 17
+OLD_DEFAULT = "graphs"  # the baseline: a CUDA graph of the eager model
 PATHS = tuple(dict.fromkeys((OLD_DEFAULT, GPU_DEFAULT, "flex", "cached", "compiled")))  # in order of importance
 TARGET_TOKENS_PER_S = 600
-DICE_1_7B = SDARConfig(
-    vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-    num_attention_heads=16, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
-    rope_theta=1_000_000.0, max_position_embeddings=32768, tie_word_embeddings=True,
-    block_size=BLOCK, mask_token_id=151669, eos_token_id=151643,
-)
 
 
 def cuda_ms(fn, repeats: int, warmup: int = 3) -> list[float]:
@@ -105,9 +102,7 @@ def copy_bandwidth() -> dict:
 
 
 def random_model(config: SDARConfig = None, dtype: torch.dtype = torch.bfloat16) -> SDARForCausalLM:
-    from benchmarks.preset_speed import random_model as preset_model  # it imports DICE_1_7B from here
-
-    return preset_model(config or DICE_1_7B, "cuda", dtype)
+    return dice_shape.random_model(config or DICE_1_7B, "cuda", dtype)
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -116,8 +111,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def prompt_ids() -> list[int]:
-    g = torch.Generator().manual_seed(1)
-    return torch.randint(0, 150000, (PROMPT_TOKENS,), generator=g).tolist()
+    return dice_shape.prompt(PROMPT_TOKENS)
 
 
 @torch.inference_mode()
@@ -183,8 +177,6 @@ def fp32_agreement(paths: list[str], gen: int) -> dict:
 
 def preset_speeds(model: SDARForCausalLM, path: str, gen: int) -> dict:
     """benchmarks/preset_speed.py's settings on `path`, batch 1, one timed decode each."""
-    from benchmarks.preset_speed import SETTINGS, measure
-
     return {name: measure(model, sampling, path, 1, PROMPT_TOKENS, gen, repeats=1)
             for name, sampling in SETTINGS.items() if name != "default static"}  # that one: decode_*
 

@@ -1,13 +1,13 @@
 """Judge the built-in model's fills on the GPU: of the candidates that compile, which compute
-what the original kernel computes (issue 16: "correctness of filled kernels through the real
-judge").
+what the original kernel computes: the correctness of filled kernels through the product's own
+judge.
 
     python benchmarks/fill_judge.py docs/builtin-eval-pycuda-examples.json [more records ...]
                                     [--methods model,previous] [--time-limit 20]
 
 Input: the records benchmarks/builtin_eval.py writes (each case's prefix, original statement and
 suffix, and each method's candidates). Each case's kernel gets a generated benchmark spec
-(`spec_lines`: the integer parameters 256, 264, 272, ..., the floats 1.5, 1.75, 2.0, ... in
+(dice_lsp.bench.fills.spec_lines: the integer parameters 256, 264, 272, ..., the floats 1.5, 1.75, 2.0, ... in
 their order, every pointer a buffer of 2^20 elements, the non-const ones `inout` so that they
 start from the same random values, 256 blocks of 256 threads), and the product's own judge
 (profiler.judge.judge: the original document as the baseline, each distinct candidate in its own
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -33,75 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.builtin_eval import PRELUDE, same_code  # noqa: E402  (the records keep the cases without the prelude)
-from profiler.cuda_source import find_kernel  # noqa: E402
-from profiler.dtypes import INT_TYPES  # noqa: E402
-
-BUFFER = "1 << 20"
-INT_VALUE, INT_STEP = 256, 8         # the k-th integer parameter is INT_VALUE + k * INT_STEP
-FLOAT_VALUE, FLOAT_STEP = 1.5, 0.25
-LAUNCH = "grid=256, block=256"
-ONE_BLOCK = "grid=1, block=256"   # a kernel that never reads blockIdx or gridDim is written for one block
-
-
-def spec_lines(source: str, kernel: str) -> tuple[int, str]:
-    """(line to insert at, `// dice:` lines) for `kernel` of `source`: small sizes, so that
-    a kernel that loops over an integer parameter or indexes a second dimension stays inside
-    its buffers and its time limit. No two integer (or float) parameters are equal: with one
-    value for all, a fill reading `a - b` where the kernel reads `a - c`, or a `0` where it
-    computes `(a - b) / c`, computed the same outputs and was judged correct."""
-    k = find_kernel(source, kernel)
-    scalars = [p for p in k.params if not p.pointer]
-    ints = [p.name for p in scalars if p.type in INT_TYPES]
-    floats = [p.name for p in scalars if p.type not in INT_TYPES]
-    lines = [f"let {p.name} = {INT_VALUE + ints.index(p.name) * INT_STEP}" if p.name in ints
-             else f"let {p.name} = {FLOAT_VALUE + floats.index(p.name) * FLOAT_STEP}" for p in scalars]
-    pointers = [p for p in k.params if p.pointer]
-    if pointers:
-        lines.append("buffer " + ", ".join(f"{p.name}[{BUFFER}]" for p in pointers))
-        outputs = [p.name for p in pointers if not p.const]
-        if outputs:
-            lines.append("inout " + ", ".join(outputs))
-    # 256 blocks of a kernel written for one (PyCUDA's `doublify`: `a[idx] *= 2` with idx from
-    # threadIdx alone) update the same elements at once: its outputs are a race, and whether the
-    # original was correct against itself, and a fill correct against it, was luck.
-    body = "\n".join(source.split("\n")[k.body_start[0]:k.body_end[0] + 1])
-    blocks = re.search(r"\b(blockIdx|gridDim)\b", body)
-    lines.append(f"launch {LAUNCH if blocks else ONE_BLOCK}")
-    return k.start[0], "".join(f"// dice: {line}\n" for line in lines)
-
-
-def document(case: dict, middle: str) -> str:
-    """The case's kernel with `middle` in the span, and the generated spec above it."""
-    text = PRELUDE + case["prefix"] + middle + case["suffix"]
-    original = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
-    at, spec = spec_lines(original, case["kernel"])  # the original's parameters
-    try:
-        at = find_kernel(text, case["kernel"]).start[0]  # where the kernel starts in this text
-    except ValueError:  # a fill that breaks the signature: the spec where the original's was
-        pass
-    lines = text.split("\n")
-    return "\n".join(lines[:at]) + "\n" + spec + "\n".join(lines[at:])
-
-
-def has_outputs(case: dict) -> bool:
-    """Whether the kernel writes through a pointer: one that only prints (or writes nothing)
-    is "correct" whatever it does, so it is not counted."""
-    source = PRELUDE + case["prefix"] + case["middle"] + case["suffix"]
-    return any(p.pointer and not p.const for p in find_kernel(source, case["kernel"]).params)
-
-
-def judge_case(case: dict, texts: list[str], time_limit: float) -> dict:
-    """Verdicts of the original and of each distinct text, against the original."""
-    from profiler.judge import judge
-
-    distinct = list(dict.fromkeys([case["middle"], *texts]))
-    baseline = document(case, case["middle"])
-    verdicts = judge(baseline, [document(case, t) for t in distinct], "fill.cu", kernel=case["kernel"],
-                     time_limit=time_limit)
-    return {t: {"status": v.status, "compiled": v.compiled, "correct": v.correct, "message": v.message[:200]}
-            for t, v in zip(distinct, verdicts)}
-
+from dice_lsp.bench.fills import has_outputs, judge_case, same_code, summary  # noqa: E402  (after the path is set)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -173,19 +104,6 @@ def main() -> int:
     (out_dir / "fill_judge.json").write_text(json.dumps(report, indent=1) + "\n")
     print(table(report["summary"], report.get("gpu")))
     return 0
-
-
-def summary(report: dict, methods: list[str]) -> dict:
-    out = {}
-    for name, data in report["sets"].items():
-        judged = [c for c in data["cases"] if "original" in c and c["original"]["correct"] and c.get("outputs", True)]
-        row = {"cases": len(data["cases"]), "judgeable": len(judged)}
-        for method in methods:
-            entries = [c["methods"][method] for c in judged if method in c["methods"]]
-            row[method] = {"correct": sum(e["correct"] for e in entries),
-                           "correct_not_exact": sum(e["correct_not_exact"] for e in entries)}
-        out[name] = row
-    return out
 
 
 def table(summary_: dict, gpu: str | None) -> str:

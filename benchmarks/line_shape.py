@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.builtin_eval import is_code_line, line_span  # noqa: E402
+from dice_lsp.bench.fills import is_code_line, line_span  # noqa: E402
 from benchmarks.corpus_sweep import GENERATED  # noqa: E402
 from engine import scope  # noqa: E402
 

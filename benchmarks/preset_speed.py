@@ -1,6 +1,6 @@
 """Decoding speed of the `dice` preset next to the project's default, on a model of
-DICE-1.7B's shape (benchmarks/engine_speed.py's, random bf16 weights; the mask token's embedding
-row is zero, see random_model).
+DICE-1.7B's shape (benchmarks/dice_shape.py: random bf16 weights; the mask token's embedding
+row is zero).
 
     python benchmarks/preset_speed.py                 # on the GPU machine (about 1 minute on an H200)
     python benchmarks/preset_speed.py --tiny          # any machine: a tiny shape, to check the script runs
@@ -37,10 +37,9 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
+from benchmarks.dice_shape import DICE_1_7B, prompt, random_model  # noqa: E402  (after the path is set)
 from engine.decode import decode  # noqa: E402
 from engine.fast_paths import GPU_DEFAULT, PATHS  # noqa: E402
-from engine.model import SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 TINY = replace(DICE_1_7B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -51,25 +50,6 @@ SETTINGS = {
     "dice static": Sampling.for_preset("dice"),
     "dice dynamic 0.9": Sampling.for_preset("dice", strategy="low_confidence_dynamic", threshold=0.9),
 }
-
-
-def random_model(config, device: str, dtype: torch.dtype) -> SDARForCausalLM:
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = SDARForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.02)
-        # Random weights would now and then rank <|MASK|> first, and the dice preset, which
-        # allows it as DICE does, stops with an error; a zero row (tied: a logit of exactly 0,
-        # far below the best of 151936 random ones) keeps it out of the race.
-        model.model.embed_tokens.weight[config.mask_token_id] = 0
-    return model.to(dtype).eval()
-
-
-def prompt(length: int) -> list[int]:
-    return torch.randint(0, 150000, (length,), generator=torch.Generator().manual_seed(1)).tolist()
 
 
 def measure(model, sampling: Sampling, path: str, batch: int, prompt_tokens: int, gen: int, repeats: int) -> dict:

@@ -3,7 +3,7 @@ more often? Measured on fresh held-out statements, the drawing done once.
 
     python benchmarks/spelling_eval.py draw --seed 5 [--part 0 --parts 2] [--temperature T]
     python benchmarks/spelling_eval.py replay $OUT/spelling_draws-5-*.json
-    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # session 17's draws
+    python benchmarks/spelling_eval.py replay docs/spelling-draws-seeds-5-6.json.xz       # 001518e's draws
     python benchmarks/spelling_eval.py replay docs/spelling-draws-ban-seeds-5-6.json.xz   # ... with the bracket ban
     python benchmarks/spelling_eval.py shown RECORDS...   # what each set of draws showed: original, compiles
 
@@ -15,7 +15,7 @@ candidates), and records every candidate the engine drew before it respelled the
 `replay` re-runs what the engine does after drawing (engine.spelling.respelled, ranking,
 engine.local.with_drawn_spellings) on those draws, with the prior off and at several shares
 (engine.spelling.PRIOR_SHARE), and prints how many fills show the original among the 4
-(C tokens, whitespace aside: builtin_eval.same_code). The draws do not depend on the spelling,
+(C tokens, whitespace aside: dice_lsp.bench.fills.same_code). The draws do not depend on the spelling,
 so the comparison is exact: the same candidates, spelt and ranked two ways.
 """
 
@@ -79,7 +79,7 @@ def draw(args: argparse.Namespace) -> None:
 def found(rows: list[dict], share: float | None, candidates: int = 4) -> int:
     """Of the recorded fills, how many show the original among `candidates` when their draws
     are respelled with the prior at `share` (None: no prior) and ranked as the engine ranks."""
-    from builtin_eval import same_code
+    from dice_lsp.bench.fills import same_code
     from engine import spelling
     from engine.local import rank_in_scope, with_drawn_spellings
     from engine.types import Candidate
@@ -118,7 +118,8 @@ def shown(args: argparse.Namespace) -> None:
     source checked once across the sets, in parallel)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from builtin_eval import compiles, same_code
+    from builtin_eval import compiles
+    from dice_lsp.bench.fills import same_code
 
     sets = {path: read_rows(path) for path in args.records}
     sources = {row["prefix"] + t + row["suffix"] for rows in sets.values() for row in rows

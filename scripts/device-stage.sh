@@ -11,7 +11,7 @@
 #   SETTINGS=.train-run/stage.json bash scripts/device-train.sh SECONDS
 # Carry .whl (tree_sitter, tree_sitter_cuda, pytest_timeout, ninja) and .train-carry; with the corpus
 # of 2026-12-05 (5.2 MB) the tree fits the 64 MiB limit only with docs/ left behind (moved aside), so
-# copy the stage's settings (e.g. docs/device-runs/2026-12-05/session18/stage5-settings.json) into
+# copy the stage's settings (e.g. docs/device-runs/2026-12-05/97be1f7/stage5-settings.json) into
 # .train-carry/ first and name that copy.
 # The call's logs go to DEVICE_LOGS and come back packed in $OUT/logs.tar.gz beside the
 # checkpoint (scripts/device-train.sh: at most 8 files come back).
@@ -24,7 +24,7 @@ logs=$DEVICE_LOGS
 mkdir -p "$logs"
 . scripts/device-setup.sh > "$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ( python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')" \
-  && python3 scripts/build_corpus.py --reindex ) > "$logs/reindex.log" 2>&1 &
+  && python3 -m engine.corpus.build_corpus --reindex ) > "$logs/reindex.log" 2>&1 &
 unpack=$!
 timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/engine/test_train_gpu.py > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/gpu-tests.log"; tail -3 "$logs/gpu-tests.log"

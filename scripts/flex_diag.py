@@ -15,12 +15,12 @@ Part 2, the model: one decoding window of a tiny fp32 SDAR model (head_dim 16) t
 the engine can run attention, against the eager SDPA path, for each kernel_options variant
 (engine.model.FLEX_KERNEL_OPTIONS).
 
-On the H200 with torch 2.11 (2026-12-03; docs/device-runs/2026-12-03/session6/flex_diag.log):
+On the H200 with torch 2.11 (2026-12-03; docs/device-runs/2026-12-03/8c34212/flex_diag.log):
 part 1 is right in every variant (fp32 at most 6e-7 off, bf16 8e-4); in part 2 compiled flex is
 1.49 off with the kernel flex picks (its split-KV decoding kernel) and 3.1e-6 with the general
 kernel forced, which engine.model.FLEX_KERNEL_OPTIONS now does (eager flex 4.2e-6, compiled
-SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. Session 7
-(docs/device-runs/2026-12-03/session7/flex_diag.log): the "q-transposed" variants of part 1 are
+SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. 456c64a
+(docs/device-runs/2026-12-03/456c64a/flex_diag.log): the "q-transposed" variants of part 1 are
 right through the decoding kernel too, so the layout alone is not what it gets wrong; the
 model with its query made contiguous (now part 2's first case, `--part model`) did not run
 before the call's limit.
@@ -118,7 +118,7 @@ def model_part(device: torch.device) -> None:
 
     with torch.no_grad():
         reference = window(StaticForward)
-        # The open question first (session 7 ran out of time before it): the decoding kernel
+        # The open question first (456c64a ran out of time before it): the decoding kernel
         # with the query made contiguous.
         for options, attend in ((None, contiguous_attention), (None, plain_attention), (FORCE, plain_attention)):
             engine_model.FLEX_KERNEL_OPTIONS = options

@@ -145,8 +145,7 @@ def test_a_selected_line_that_opens_or_closes_a_block_is_filled_with_one():
 
 
 def test_the_evaluation_can_mask_any_line_of_code():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from builtin_eval import is_code_line, is_statement, statement_cases
+    from dice_lsp.bench.fills import is_code_line, is_statement, statement_cases
 
     kernel = ("__global__ void k(float* y, int n)\n{\n    // double it\n    int i = threadIdx.x;\n"
               "    if (i < n) {\n        y[i] *= 2;\n    }\n}")
@@ -183,8 +182,8 @@ def test_dice_fill_with_the_builtin_model(tmp_path):
 @pytest.mark.slow
 def test_the_evaluation_script_runs_on_the_builtin_model(tmp_path):
     """benchmarks/builtin_eval.py (docs/model-card.md's numbers) still runs: its latency part,
-    which fills saxpy as `dice fill` does by default. (It once imported a module the redesign
-    had moved, and nothing noticed.)"""
+    which fills saxpy as `dice fill` does by default, so that a module it imports and the
+    package no longer has is noticed."""
     out = subprocess.run([sys.executable, "benchmarks/builtin_eval.py", "--latency-only", "--repeats", "1"],
                          capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
                          env={**os.environ, "OUT": str(tmp_path)})
@@ -194,11 +193,10 @@ def test_the_evaluation_script_runs_on_the_builtin_model(tmp_path):
 
 
 def test_the_evaluation_compares_fills_whitespace_aside_by_tokens(tmp_path):
-    """builtin_eval's exact match is the issue's "equal to the original, whitespace aside":
+    """builtin_eval's exact match is "equal to the original, whitespace aside":
     the same C tokens, so `(a[i]-m)/d` is `(a[i] - m) / d`, but a string's spaces count and
     words stay apart; --rescore applies it to a saved record."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from builtin_eval import same_code
+    from dice_lsp.bench.fills import same_code
 
     assert same_code("a[idx] = (a[idx] - minval) / denom;", "a[idx] = (a[idx]-minval)/denom;")
     assert same_code("int  i =\n0 ;", "int i = 0;")

@@ -44,16 +44,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _script(name: str):
-    """A module of scripts/ (not a package), imported by path."""
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.insert(0, str(REPO / "scripts"))
-    return importlib.import_module(name)
+    """A module of engine.corpus, the corpus builder."""
+    return importlib.import_module(f"engine.corpus.{name}")
 
 
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
     """40 generated kernels, all in the train split, a 600-token BPE, and the split data:
-    the same functions scripts/build_corpus.py runs."""
+    the same functions engine/corpus/build_corpus.py runs."""
     build = _script("build_corpus")
     gen = _script("generate_kernels")
     tok_mod = _script("cuda_tokenizer")
@@ -88,7 +86,7 @@ def _cuda_of(build, text: str) -> str:
 
 
 def test_ordinary_kernels_compile_as_cuda_and_inside_python_strings():
-    """scripts/ordinary_kernels.py writes valid CUDA (nvcc, device code), host programs and
+    """engine/corpus/ordinary_kernels.py writes valid CUDA (nvcc, device code), host programs and
     the CUDA strings of PyCUDA / CuPy / load_inline scripts (valid Python too)."""
     import random
 
@@ -140,7 +138,7 @@ def test_reindex_rebuilds_the_line_and_block_arrays_from_the_texts(tiny_corpus, 
     for split in ("train", "valid", "test"):
         source = tiny_corpus / "data" / f"{split}_texts.json"
         (tmp_path / "data" / source.name).write_text(source.read_text() if source.is_file() else "[]")
-    subprocess.run([sys.executable, str(REPO / "scripts" / "build_corpus.py"), "--out", str(tmp_path), "--reindex"],
+    subprocess.run([sys.executable, "-m", "engine.corpus.build_corpus", "--out", str(tmp_path), "--reindex"],
                    check=True, capture_output=True)
     for name in ("train_lines.npy", "train_blocks.npy", "train_files.npy"):
         assert np.array_equal(np.load(tiny_corpus / "data" / name), np.load(tmp_path / "data" / name)), name

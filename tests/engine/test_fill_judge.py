@@ -1,4 +1,4 @@
-"""benchmarks/fill_judge.py: a held-out case becomes a document the product's judge takes
+"""dice_lsp.bench.fills (benchmarks/fill_judge.py runs it): a held-out case becomes a document the product's judge takes
 (a generated spec that parses, a kernel that compiles), and the judge's verdicts come back
 per candidate. On a GPU the original judged against itself is correct and a wrong fill is
 wrong; on the CPU the judge compiles and says it could not run."""
@@ -6,11 +6,14 @@ wrong; on the CPU the judge compiles and says it could not run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks.fill_judge import document, has_outputs, judge_case, spec_lines, summary
+from dice_lsp.bench.fills import document, has_outputs, judge_case, spec_lines, summary
 from profiler.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,13 +105,9 @@ def test_a_kernel_that_only_prints_has_no_outputs_to_judge():
     assert has_outputs(CASE)
 
 
-def test_resume_keeps_the_cases_an_earlier_run_judged(tmp_path, monkeypatch):
+def test_resume_keeps_the_cases_an_earlier_run_judged(tmp_path):
     """--resume: a run the device's time limit cut goes on; the cases it judged are taken from its
     report as they are (here every case, so nothing is judged again and no GPU is needed)."""
-    import sys
-
-    from benchmarks import fill_judge
-
     record = tmp_path / "builtin-eval-x.json"
     fills = [{"method": "model", "case": 0, "texts": [CASE["middle"]]}]
     record.write_text(json.dumps({"cases": [CASE], "fills": fills}))
@@ -116,9 +115,10 @@ def test_resume_keeps_the_cases_an_earlier_run_judged(tmp_path, monkeypatch):
               "methods": {"model": {"correct": True, "correct_not_exact": False, "candidates": []}}}
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"sets": {"x": {"cases": [judged]}}}))
-    monkeypatch.setenv("OUT", str(tmp_path / "out"))
-    monkeypatch.setattr(sys, "argv", ["fill_judge", str(record), "--methods", "model", "--resume", str(earlier)])
-    assert fill_judge.main() == 0
+    out = subprocess.run([sys.executable, "benchmarks/fill_judge.py", str(record), "--methods", "model",
+                          "--resume", str(earlier)], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         check=False, env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads((tmp_path / "out" / "fill_judge.json").read_text())
     assert report["sets"]["x"]["cases"] == [judged]
     assert report["summary"]["x"] == {"cases": 1, "judgeable": 1, "model": {"correct": 1, "correct_not_exact": 0}}

@@ -4,11 +4,16 @@ the user its candidates in that spelling."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from engine import spelling
 from engine.local import LocalEngine
 from engine.spelling import prior, prior_choice, respelled
 from engine.types import Candidate
+
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 
 # Two kernels of one file: the first writes its thread index with blockDim first and updates
 # with compound assignments; the selection is in the second.
@@ -226,9 +231,7 @@ def test_without_the_prior_only_the_file_decides(tmp_path, monkeypatch):
         prior.cache_clear()
 
 
-def test_the_spelling_benchmark_replays_draws_with_and_without_the_prior():
-    from benchmarks.spelling_eval import found
-
+def test_the_spelling_benchmark_replays_draws_with_and_without_the_prior(tmp_path):
     head = "__global__ void doublify(float *a, int n)\n{\n    int idx = threadIdx.x;\n    "
     rows = [
         # Drawn spelt out; the kernel writes no update, the original is compound.
@@ -238,5 +241,10 @@ def test_the_spelling_benchmark_replays_draws_with_and_without_the_prior():
         {"prefix": ALONE_HEAD, "suffix": ALONE_TAIL, "middle": "int i = blockIdx.x * blockDim.x + threadIdx.x;",
          "drawn": ["int i = blockIdx.x*blockDim.x + threadIdx.x;"]},
     ]
-    assert found(rows, None) == 1 and found(rows, 0.6) == 2
-    assert spelling.PRIOR_SHARE == 0.6   # put back
+    record = tmp_path / "draws.json"
+    record.write_text(json.dumps({"rows": rows}))
+    out = subprocess.run([sys.executable, "benchmarks/spelling_eval.py", "replay", str(record)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "no prior: the original among the 4 in 1 of 2" in out.stdout
+    assert "prior, share 0.60: the original among the 4 in 2 of 2" in out.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.judge import BUILD_JOBS_ENV, build_jobs, half_the_cpus
+from profiler.judging.problem import BUILD_JOBS_ENV, build_jobs, half_the_cpus
 from profiler.run.kernelbench import pin_cuda_arch
 
 REPO = Path(__file__).resolve().parents[2]

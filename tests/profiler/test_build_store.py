@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.judge import KernelBenchProblem
+from profiler.judging.problem import KernelBenchProblem
 from profiler.sandbox.builds import (CACHE_ENV, DIGESTS, LOCKS, REUSE_ENV, VerifiedBuilds, persistent_root,
                                      process_builds)
 from profiler.sandbox.isolation import isolation_problem

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.judge import build_jobs
+from profiler.judging.problem import build_jobs
 
 _spec = importlib.util.spec_from_file_location("kernelbench_cases",
                                                Path(__file__).with_name("kernelbench_cases.py"))

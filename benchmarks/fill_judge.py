@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.builtin_eval import PRELUDE, same_code  # noqa: E402  (the records keep the cases without the prelude)
-from profiler.cuda_source import find_kernel  # noqa: E402
+from profiler.source.cuda_source import find_kernel  # noqa: E402
 from profiler.dtypes import INT_TYPES  # noqa: E402
 
 BUFFER = "1 << 20"

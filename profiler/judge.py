@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profiler.document import defines_model_new, is_kernelbench
+from profiler.source.document import defines_model_new, is_kernelbench
 from profiler.judging.common import ProgressFn
 from profiler.judging.cuda import cuda_verdicts
 from profiler.judging.kernelbench import Checks, keep_a_spare, kernelbench_verdict, measured_again_if_unstable

@@ -14,7 +14,7 @@ from dice_lsp.bench.problems import discover
 from dice_lsp.core.measured import measured_units, unit_to_profile
 from dice_lsp.core.targets import TargetError, language_of, model_new_target
 from dice_lsp.lsp.document_analysis import parse_document
-from profiler.document import CUDA, KERNELBENCH, benchmark_class, kernelbench_classes, kind_of
+from profiler.source.document import CUDA, KERNELBENCH, benchmark_class, kernelbench_classes, kind_of
 
 PROBLEM = """\
 import torch

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from profiler.compile import CompilerMissing, check_arch, nvcc_check
-from profiler.cuda_source import Kernel, find_kernel
+from profiler.source.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
 from profiler.gpu import gpu_name
 from profiler.judging.caches import known_peak_gbs, remember_peak

@@ -1,5 +1,5 @@
 """`dice check` and `dice profile` through the real command line, on a machine without a GPU
-(the GPU side is in test_gpu_judge.py)."""
+(the GPU side is in tests/profiler/judging/test_gpu_cuda_judge.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One answer to "what is in this document" (profiler/document.py), whoever asks: the server
+"""One answer to "what is in this document" (profiler/source/document.py), whoever asks: the server
 (targets, measured units, document analysis, the file watcher), `dice bench` (discovery) and
 the profiler (check, judge, profile). A `.PY` file used to be KernelBench to the server and
 CUDA to the profiler."""

@@ -27,7 +27,7 @@ from profiler.sandbox.builds import VerifiedBuilds, process_builds
 from profiler.sandbox.environment import PACKAGE_ROOT
 from profiler.sandbox.pool import SandboxPool, warm_kind
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 

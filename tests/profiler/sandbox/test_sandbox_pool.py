@@ -24,7 +24,7 @@ from profiler.judging.kernelbench import kernelbench_request
 from profiler.sandbox import MARKER, run_started, start_harness
 from profiler.sandbox.pool import SandboxPool
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 
@@ -222,7 +222,7 @@ def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
 
 
 def test_turns_go_to_one_run_at_a_time_in_candidate_order():
-    """The .cu judge's turns (profiler.judge._Turns): run i's turn comes when every run before
+    """The .cu judge's turns (profiler.judging.cuda._Turns): run i's turn comes when every run before
     it has ended, whatever order the runs end in, each once, with its progress."""
     from profiler.judging.cuda import _Turns
 

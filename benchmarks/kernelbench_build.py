@@ -276,7 +276,8 @@ def main() -> int:
     if gpu is None:
         log("no GPU: nothing to measure (run this on the GPU machine)")
         return 1
-    judge_module = sys.modules["profiler.judge"]  # `profiler.judge` the attribute is the function
+    import profiler.judging.kernelbench as judge_module  # where KernelBench runs are started
+
     judge_module.run_sandboxed = _recording(judge_module.run_sandboxed)
     judge_module.run_started = _recording_started(judge_module.run_started)
     kernelbench = Path(os.environ.get("DICE_SHARED", REPO / "tests" / "data")) / "kernelbench"

@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 from dice_lsp.bench.problems import discover  # noqa: E402
 from dice_lsp.bench.solutions import correct_control, solution_files  # noqa: E402
 from dice_lsp.bench.tasks import splice_model_new  # noqa: E402
-from profiler.judge import KernelBenchProblem, torch_compile_baseline  # noqa: E402
+from profiler.judging.kernelbench import torch_compile_baseline  # noqa: E402
+from profiler.judging.problem import KernelBenchProblem  # noqa: E402
 from profiler.sandbox import POOL, isolation  # noqa: E402
 from profiler.sandbox.pool import kept, warm_kind  # noqa: E402
 

@@ -215,7 +215,7 @@ def kernelbench_candidate(variant: int, tag: str) -> str:
 
 
 def kernelbench_overhead() -> dict:
-    from profiler.judge import build_jobs
+    from profiler.judging.problem import build_jobs
 
     results = {}
     tag = f"{os.getpid()}_{int(time.time())}"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 from profiler.compile import CompilerMissing, nvcc_check
-from profiler.cuda_source import Kernel, Param, find_kernels
-from profiler.document import is_kernelbench
+from profiler.source.cuda_source import Kernel, Param, find_kernels
+from profiler.source.document import is_kernelbench
 from profiler.gpu import gpu_name
 from profiler.judge import judge, profile
 from profiler.kernelbench_check import kernelbench_cuda_check

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
-from profiler.source_files import include_problems
+from profiler.source.source_files import include_problems
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +440,7 @@ def _run_nvcc(nvcc: str, source: str, basename: str, include_dirs: tuple[str, ..
 
 
 def _kernel_lines(source: str) -> dict[str, int]:
-    from profiler.cuda_source import find_kernels
+    from profiler.source.cuda_source import find_kernels
 
     return {k.name: k.start[0] + 1 for k in find_kernels(source)}
 

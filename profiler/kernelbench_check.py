@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.compile import CompilerMissing, nvcc_check
-from profiler.document import parse_python
+from profiler.source.document import parse_python
 from profiler.results import Diagnostic
 
 IMPLICIT_HEADERS = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from profiler.cuda_source import Kernel, find_kernels, parse
+from profiler.source.cuda_source import Kernel, find_kernels, parse
 from profiler.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
 
 Number = int | float
@@ -523,7 +523,7 @@ def spec_template(source: str, kernel: str) -> str:
     """`// dice:` lines for the kernel, from its signature, to insert above it: a size for
     every integer parameter, a value for every float one, a buffer for every pointer, and a
     launch covering the buffers with 256-thread blocks. A starting point the user edits."""
-    from profiler.cuda_source import find_kernel
+    from profiler.source.cuda_source import find_kernel
 
     k = find_kernel(source, kernel)
     indent = " " * k.start[1]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
-from profiler.document import parse_python
+from profiler.source.document import parse_python
 
 _TIMERS = r"(?:time\.(?:perf_counter|time|monotonic|process_time)(?:_ns)?|torch\.cuda\.(?:Event|synchronize|" \
           r"current_stream|default_stream)|\.elapsed_time|cupy\.cuda\.get_elapsed_time)"

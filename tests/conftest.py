@@ -126,5 +126,5 @@ def unconfined(monkeypatch):
     """Sandboxes without namespaces (DICE_SANDBOX_ISOLATION=off), for tests that watch a
     candidate from outside through what it writes (a file in tmp_path, its host pid): they
     test the keeper, the allowlisted environment and the build store, which still hold where
-    a system allows no namespaces. tests/profiler/test_isolation.py tests the namespaces."""
+    a system allows no namespaces. tests/profiler/sandbox/test_isolation.py tests the namespaces."""
     monkeypatch.setenv("DICE_SANDBOX_ISOLATION", "off")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.source_files import MAX_SOURCE_BYTES
+from profiler.source.source_files import MAX_SOURCE_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""One answer to "what is in this document" (profiler/document.py), whoever asks: the server
+"""One answer to "what is in this document" (profiler/source/document.py), whoever asks: the server
 (targets, measured units, document analysis, the file watcher), `dice bench` (discovery) and
 the profiler (check, judge, profile). A `.PY` file used to be KernelBench to the server and
 CUDA to the profiler."""
@@ -14,7 +14,7 @@ from dice_lsp.bench.problems import discover
 from dice_lsp.core.measured import measured_units, unit_to_profile
 from dice_lsp.core.targets import TargetError, language_of, model_new_target
 from dice_lsp.lsp.document_analysis import parse_document
-from profiler.document import CUDA, KERNELBENCH, benchmark_class, kernelbench_classes, kind_of
+from profiler.source.document import CUDA, KERNELBENCH, benchmark_class, kernelbench_classes, kind_of
 
 PROBLEM = """\
 import torch

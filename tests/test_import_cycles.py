@@ -166,3 +166,50 @@ def test_dice_lsp_layers_import_only_downwards():
                 wrong.append(f"{module} -> {imported}")
     assert "dice_lsp.lsp.features.generate" in graph["dice_lsp.lsp.wiring"]  # the graph is read
     assert wrong == []
+
+
+# The profiler's sub-packages, lowest first: each imports only its own layer and those below.
+# source (reading documents) < measure (statistics, checks of outputs, timing) < sandbox (the
+# sandboxed process, from outside) < run (what runs inside it) < judging (the parent side:
+# requests, pipelines, the schedule). The profiler's single modules (compile, spec, results,
+# verdict...) sit beside them for any layer above source; profiler.judge (judge(), profile())
+# and the package itself are the top.
+PROFILER_LAYERS = ("source", "measure", "sandbox", "run", "judging")
+
+
+def test_profiler_sub_packages_import_only_downwards():
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    assert "profiler.judging.problem" in graph["profiler.judging.schedule"]  # the graph is read
+
+    def layer(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 2 and parts[1] in PROFILER_LAYERS else None
+
+    wrong = []
+    for module, imports in graph.items():
+        if not module.startswith("profiler."):
+            continue
+        here = layer(module)
+        for imported in imports:
+            if not imported.startswith("profiler"):
+                continue
+            there = layer(imported)
+            if here == "source" and there != "source":
+                wrong.append(f"{module} -> {imported} (source reading imports nothing of the project)")
+            elif here is not None and there is not None and PROFILER_LAYERS.index(there) > PROFILER_LAYERS.index(here):
+                wrong.append(f"{module} -> {imported} (upwards)")
+            elif here is None and there == "judging" and module != "profiler.judge":
+                wrong.append(f"{module} -> {imported} (only profiler.judge stands on judging)")
+            elif imported in ("profiler", "profiler.judge") and module != "profiler":
+                wrong.append(f"{module} -> {imported} (the top)")
+    assert wrong == []
+
+
+def test_profiler_imports_neither_dice_lsp_nor_engine():
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    wrong = [f"{module} -> {imported}" for module, imports in graph.items() if module.startswith("profiler")
+             for imported in imports if imported.split(".")[0] in ("dice_lsp", "engine")]
+    assert wrong == []
+    # also a deferred or optional import, by name, of a module the graph would not list
+    for path in sorted((REPO / "profiler").rglob("*.py")):
+        assert not {n.split(".")[0] for n in imported_modules(path)} & {"dice_lsp", "engine"}, path

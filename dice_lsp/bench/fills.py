@@ -13,7 +13,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from profiler.cuda_source import find_kernel
+from profiler.source.cuda_source import find_kernel
 from profiler.dtypes import INT_TYPES
 
 # Standard CUDA headers put above each case's kernel, so that it compiles on its own (the

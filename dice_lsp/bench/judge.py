@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from profiler.judge import BUILD_JOBS_ENV, build_jobs, half_the_cpus
+from profiler.judging.problem import BUILD_JOBS_ENV, build_jobs, half_the_cpus
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.sandbox import BUILD_LIMIT_S
 

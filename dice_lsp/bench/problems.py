@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.prompts import KERNELBENCH_PROBLEM_NAMES as REQUIRED_NAMES
-from profiler.document import KERNELBENCH, kind_of, module_level_names
+from profiler.source.document import KERNELBENCH, KERNELBENCH_PROBLEM_NAMES, MODEL, kind_of, module_level_names
 
 LEVEL_FOLDER = re.compile(r"^level\d+$")
 
@@ -67,10 +66,10 @@ def discover(root: Path) -> tuple[list[Problem], list[Skipped]]:
         try:
             names = module_level_names(source)
         except SyntaxError as exc:
-            if "class Model" in source:
+            if f"class {MODEL}" in source:
                 skipped.append(Skipped(path, f"syntax error line {exc.lineno}: {exc.msg}"))
             continue
-        if all(name in names for name in REQUIRED_NAMES):
+        if all(name in names for name in KERNELBENCH_PROBLEM_NAMES):
             name = relative.with_suffix("").as_posix()
             problems.append(Problem(name, level_of(path), path, source))
     problems.sort(key=_problem_order)

@@ -10,7 +10,7 @@ Each problem is two Ray tasks:
   store (on disk where sandboxes are isolated: profiler.sandbox.builds; elsewhere the task
   builds nothing and the judge worker builds, as locally). Building decides nothing, and
   while a verdict measures on that machine its builds stop (SIGSTOP), as the local worker
-  stops its own (worker.builders_beside).
+  stops its own (profiler.judging.schedule.builders_beside).
 - `judge_on_gpu` (one GPU, sent when one is free, preferably on the machine that built):
   the problem judged by the local judge worker (JudgePool with the one GPU Ray gave the
   task), with the same sandbox, the same trust rules and the same wall-clock limit as
@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 from dice_lsp.bench.judge import JudgeError, JudgeJob, PhaseFn
 
 # CPUs a build task holds per candidate: building a load_inline extension compiles two
-# files at once (the local worker's share too: profiler.judge.half_the_cpus).
+# files at once (the local worker's share too: profiler.judging.problem.half_the_cpus).
 BUILD_CPUS = 2
 # Times a problem is sent to a machine before it counts as one that cannot be judged.
 MAX_ATTEMPTS = 3
@@ -62,7 +62,7 @@ def ray_address(spec: str) -> str:
 
 def builders_dir() -> Path:
     """This machine's folder of running build tasks (an empty file per process id), which
-    the judge worker reads to stop their builds while it measures (worker.builders_beside).
+    the judge worker reads to stop their builds while it measures (profiler.judging.schedule.builders_beside).
     Yours alone: a process id planted there would be stopped."""
     folder = Path(tempfile.gettempdir()) / f"dice-ray-builders-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -79,8 +79,9 @@ def build_ahead(job: dict) -> dict[str, Any]:
     worker measuring on this machine stops them meanwhile."""
     import profiler
     import ray
-    from dice_lsp.bench.worker import NICE, _nice_this_thread, _protocol
-    from profiler.judge import KernelBenchProblem
+    from dice_lsp.bench.worker import _protocol
+    from profiler.judging.problem import KernelBenchProblem
+    from profiler.judging.schedule import NICE, nice_this_thread
     from profiler.sandbox.builds import persistent_root, reuse_builds
 
     built: list[str] = []
@@ -91,7 +92,7 @@ def build_ahead(job: dict) -> dict[str, Any]:
         mark = builders_dir() / str(os.getpid())
 
         def build_one(candidate: str) -> None:
-            _nice_this_thread(NICE)
+            nice_this_thread(NICE)
             problem.build(candidate)
             built.append(candidate)
 
@@ -114,7 +115,7 @@ def judge_on_gpu(job: dict) -> dict[str, Any]:
     {"error"} (the problem's own failure, not the machine's), with where it ran."""
     import ray
     from dice_lsp.bench.judge import run_worker
-    from dice_lsp.bench.worker import BUILDERS_ENV
+    from profiler.judging.schedule import BUILDERS_ENV
 
     os.environ[BUILDERS_ENV] = str(builders_dir())  # inherited by the judge worker
     gpus = [str(g) for g in ray.get_gpu_ids()]

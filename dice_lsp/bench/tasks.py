@@ -20,7 +20,7 @@ from typing import Any
 
 from dice_lsp.bench.problems import Problem
 from dice_lsp.core.targets import model_new_target
-from profiler.document import is_kernelbench_source, module_level_names
+from profiler.source.document import MODEL_NEW, is_kernelbench_source, module_level_names
 
 INFILL_FIELDS = ("reference", "prefix", "middle", "suffix")
 
@@ -140,7 +140,7 @@ def infill_tasks(path: Path) -> list[InfillTask]:
 
 def _is_model_new_part(reference: str, true_document: str) -> bool:
     try:
-        defines_model_new = "ModelNew" in module_level_names(true_document)
+        defines_model_new = MODEL_NEW in module_level_names(true_document)
     except SyntaxError:
         return False
     return defines_model_new and is_kernelbench_source(reference)

@@ -193,9 +193,9 @@ def run(args: argparse.Namespace) -> int:
 
         return jobs_cli.main(args)
     if args.command in ("profile", "check"):
-        from profiler import cli as profiler_cli
+        from dice_lsp.cli import profile as profile_cli
 
-        return profiler_cli.main(args)
+        return profile_cli.main(args)
     if args.command == "bench":
         from dice_lsp.bench import run as bench
 

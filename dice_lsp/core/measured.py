@@ -13,7 +13,7 @@ import profiler
 from dice_lsp.core.cache import result_key
 from dice_lsp.core.targets import TargetError, kernel_span, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
-from profiler.document import benchmark_class
+from profiler.source.document import benchmark_class
 
 _SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
 

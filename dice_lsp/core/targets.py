@@ -13,8 +13,8 @@ from pathlib import Path
 
 import profiler
 from dice_lsp.core.text_offsets import line_starts, offset_at, offset_at_point
-from profiler.cuda_source import Kernel, find_kernel
-from profiler.document import kind_of, module_classes
+from profiler.source.cuda_source import Kernel, find_kernel
+from profiler.source.document import KERNELBENCH_PROBLEM_NAMES, MODEL, MODEL_NEW, kind_of, module_classes
 
 
 class TargetError(ValueError):
@@ -33,7 +33,7 @@ class Target:
 
 
 def language_of(path: str) -> str:
-    """The document's kind (profiler.document.kind_of), or TargetError for a file DICE does not read."""
+    """The document's kind (profiler.source.document.kind_of), or TargetError for a file DICE does not read."""
     kind = kind_of(path)
     if kind is not None:
         return kind
@@ -82,9 +82,10 @@ def model_new_target(text: str) -> Target:
         classes = module_classes(text)
     except SyntaxError as exc:
         raise TargetError(f"this Python file does not parse (line {exc.lineno}): {exc.msg}") from exc
-    if "Model" not in classes:
-        raise TargetError("no `class Model` here: a KernelBench file defines Model, get_inputs and get_init_inputs")
-    node = classes.get("ModelNew")
+    if MODEL not in classes:
+        raise TargetError(f"no `class {MODEL}` here: a KernelBench file defines "
+                          f"{', '.join(KERNELBENCH_PROBLEM_NAMES[:-1])} and {KERNELBENCH_PROBLEM_NAMES[-1]}")
+    node = classes.get(MODEL_NEW)
     if node is None:
         lead = "\n\n" if text.endswith("\n") else "\n\n\n"
         return Target(len(text), len(text), None, "kernelbench", lead=lead, trail="\n")

@@ -1,5 +1,5 @@
-"""How a profiler Verdict reads to people: titles, one-line summaries, hovers, lenses (the
-LSP severities are lsp/diagnostics.py's).
+"""How a profiler Verdict reads to people: titles, one-line summaries, hovers, lenses, and the
+table `dice profile` prints (the LSP severities are lsp/diagnostics.py's).
 
 Numbers are printed only where the profiler measured them; anything unmeasured says why
 ("not timed: no GPU") rather than showing a made-up value. A measurement that proves nothing
@@ -9,7 +9,7 @@ number of it is read as a speedup.
 
 from __future__ import annotations
 
-from profiler.results import NOT_PROOF, PROVEN, Verdict
+from profiler.results import NOT_PROOF, PROVEN, Diagnostic, Verdict
 from profiler.verdict import SUSPICIOUS_SPEEDUP
 
 # What each status that proves nothing means, where the verdict holds no number to say it with.
@@ -68,6 +68,15 @@ def summary(verdict: Verdict) -> str:
     return verdict.message
 
 
+def speedup_with_interval(verdict: Verdict) -> str:
+    """ "1.83x (95% interval 1.79-1.88)" of a verdict with a speedup."""
+    text = f"{verdict.speedup:.2f}x"
+    if verdict.speedup_ci is not None:
+        low, high = verdict.speedup_ci
+        text += f" (95% interval {low:.2f}-{high:.2f})"
+    return text
+
+
 def candidate_title(index: int, verdict: Verdict) -> str:
     """Code action title; candidates are numbered from 1 for people."""
     return f"Apply candidate {index + 1}: {summary(verdict)}"
@@ -102,11 +111,7 @@ def hover_markdown(name: str, verdict: Verdict) -> str:
     if verdict.baseline_ms is not None:
         lines.append(f"- baseline: {_ms(verdict.baseline_ms)}")
     if verdict.speedup is not None:
-        interval = ""
-        if verdict.speedup_ci is not None:
-            low, high = verdict.speedup_ci
-            interval = f" (95% interval {low:.2f}-{high:.2f})"
-        lines.append(f"- speedup: {verdict.speedup:.2f}x{interval}")
+        lines.append(f"- speedup: {speedup_with_interval(verdict)}")
     if verdict.correct is not None:
         lines.append(f"- correct: {'yes' if verdict.correct else 'no'} on {verdict.inputs_checked} input sets")
     if verdict.extra.get("checked_apart"):
@@ -124,4 +129,45 @@ def hover_markdown(name: str, verdict: Verdict) -> str:
             peak = f" of {verdict.peak_bandwidth_gbs:.0f} GB/s peak ({100 * verdict.bandwidth_gbs / verdict.peak_bandwidth_gbs:.0f}%)"
         lines.append(f"- bandwidth: {verdict.bandwidth_gbs:.0f} GB/s{peak}")
     lines.append(f"- GPU: {verdict.gpu or 'none (not timed)'}")
+    return "\n".join(lines)
+
+
+def diagnostic_row(d: Diagnostic, path: str) -> str:
+    """A diagnostic as compilers print it: PATH:LINE:COLUMN: SEVERITY: MESSAGE."""
+    return f"{path}:{d.line}:{d.column}: {d.severity}: {d.message}"
+
+
+def _table_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f} ms"
+
+
+def verdict_table(verdict: Verdict, path: str) -> str:
+    """The verdict as a small two-column table, unmeasured things shown as '-'."""
+    speedup = "-" if verdict.speedup is None else speedup_with_interval(verdict)
+    correct = "-" if verdict.correct is None else ("yes" if verdict.correct else "no")
+    if verdict.inputs_checked:
+        correct += f" ({verdict.inputs_checked} input sets)"
+    bandwidth = "-"
+    if verdict.bandwidth_gbs is not None:
+        bandwidth = f"{verdict.bandwidth_gbs:.0f} GB/s"
+        if verdict.peak_bandwidth_gbs:
+            bandwidth += f" of {verdict.peak_bandwidth_gbs:.0f} GB/s measured peak"
+    rows = [
+        ("kernel", verdict.kernel or "-"),
+        ("gpu", verdict.gpu or "none"),
+        ("status", verdict.status),
+        ("time", _table_ms(verdict.time_ms) + (" (median)" if verdict.time_ms is not None else "")),
+        ("baseline", _table_ms(verdict.baseline_ms)),
+        ("speedup", speedup),
+        ("correct", correct),
+        ("registers", "-" if verdict.registers is None else str(verdict.registers)),
+        ("shared", "-" if verdict.shared_bytes is None else f"{verdict.shared_bytes} bytes"),
+        ("bandwidth", bandwidth),
+    ]
+    if "compile_ms" in verdict.extra:
+        rows.append(("torch.compile", _table_ms(verdict.extra["compile_ms"])))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{path}: {verdict.message}"]
+    lines += [f"  {name:<{width}}  {value}" for name, value in rows]
+    lines += [diagnostic_row(d, path) for d in verdict.diagnostics]
     return "\n".join(lines)

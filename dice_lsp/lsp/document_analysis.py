@@ -27,7 +27,7 @@ from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from dice_lsp.core.uri import document_key
-from profiler.document import kernelbench_classes
+from profiler.source.document import kernelbench_classes
 from profiler.spec import SpecError, parse_spec
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.

@@ -14,7 +14,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from profiler.document import kind_of
+from profiler.source.document import kind_of
 
 log = logging.getLogger(__name__)
 

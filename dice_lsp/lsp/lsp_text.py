@@ -13,7 +13,7 @@ from pygls.workspace import PositionCodec, TextDocument
 from pygls.workspace.position_codec import ServerTextPosition
 
 from dice_lsp.core.uri import document_key
-from profiler.source_files import SourceFileError, read_source_text
+from profiler.source.source_files import SourceFileError, read_source_text
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -28,7 +28,7 @@ from dice_lsp.lsp.file_watch import FileWatcher
 from dice_lsp.lsp.lsp_text import open_document, read_document
 from dice_lsp.lsp.protocol import DiceProtocol
 from profiler.sandbox import POOL as SANDBOX_POOL
-from profiler.source_files import SourceFileError, read_source_text
+from profiler.source.source_files import SourceFileError, read_source_text
 
 log = logging.getLogger("dice_lsp")
 

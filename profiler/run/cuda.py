@@ -522,7 +522,7 @@ extern "C" __global__ void dice_warm_up(float a, const float* x, float* y, float
 }
 """
 WARM_COUNT = 1024
-# Every parameter of WARM_SOURCE, in order (tests/profiler/test_sandbox_pool.py checks them
+# Every parameter of WARM_SOURCE, in order (tests/profiler/sandbox/test_sandbox_pool.py checks them
 # against the parsed kernel): a launch with fewer arguments than the kernel takes reads past
 # the argument array, which segfaulted pre-started harnesses on the H200 (`n` was missing).
 WARM_PARAMS = [{"name": "a", "dtype": "float32", "pointer": False, "role": "scalar", "count": None, "value": 2.0}]

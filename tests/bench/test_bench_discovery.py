@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dice_lsp.bench.problems import discover, level_of
-from profiler.document import is_kernelbench_source
+from profiler.source.document import is_kernelbench_source
 
 
 def test_discovers_every_problem_of_the_subset_with_its_level(kernelbench_dir: Path) -> None:

@@ -9,7 +9,6 @@ profiler's KernelBenchProblem notes when each step starts and ends.
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import os
@@ -26,22 +25,22 @@ from dice_lsp.bench.progress import JudgeProgress
 from dice_lsp.bench.results import load
 from dice_lsp.bench.tasks import splice_model_new
 from dice_lsp.cli import main
+from profiler.judging import problem as problems
+from profiler.judging import schedule
 
 from .conftest import copy_problems
 
 pytestmark = pytest.mark.timeout(600)
-# The module (the package's `profiler.judge` is the judge function).
-judging = importlib.import_module("profiler.judge")
 
 
-class RecordingProblem(judging.KernelBenchProblem):
+class RecordingProblem(problems.KernelBenchProblem):
     """The profiler's problem, each step noted (problem, step, start, end) in `log`. Without a
     GPU nothing would be built ahead: here every candidate that parses is (the build's
     sandbox then finds it cannot build, which decides nothing, as on a GPU machine)."""
 
     log: list[tuple[str, str, float, float]] = []   # step: "reference", or "build"/"verdict" LABEL
     build_outcomes: list[str] = []
-    pause: worker.BuildPause | None = None   # the pipeline's
+    pause: schedule.BuildPause | None = None   # the pipeline's
     held_at_start: list[str] = []             # GPU steps that began with the builds stopped
 
     def _noted(self, step: str, call):
@@ -54,7 +53,7 @@ class RecordingProblem(judging.KernelBenchProblem):
             self.log.append((Path(self.path).stem, step, start, time.monotonic()))
 
     def buildable(self, candidates):
-        return [c for c in dict.fromkeys(candidates) if not judging.python_check(c, self.path)]
+        return [c for c in dict.fromkeys(candidates) if not self.checks.parse_errors(c)]
 
     def build(self, candidate):
         outcome = self._noted(f"build {label(candidate)}", lambda: super(RecordingProblem, self).build(candidate))
@@ -90,8 +89,8 @@ def jobs_for(kernelbench_dir: Path, names: list[str], candidates: int) -> list[d
 
 def test_the_worker_builds_everything_ahead_in_order_and_judges_in_order(
         monkeypatch: pytest.MonkeyPatch, kernelbench_dir: Path) -> None:
-    monkeypatch.setattr(judging, "KernelBenchProblem", RecordingProblem)
-    monkeypatch.setenv(judging.BUILD_JOBS_ENV, "2")
+    monkeypatch.setattr(problems, "KernelBenchProblem", RecordingProblem)
+    monkeypatch.setenv(problems.BUILD_JOBS_ENV, "2")
     RecordingProblem.log, RecordingProblem.build_outcomes, RecordingProblem.held_at_start = [], [], []
     names = ["19_ReLU", "21_Sigmoid", "22_Tanh"]
     jobs = jobs_for(kernelbench_dir, names, candidates=2)
@@ -145,24 +144,24 @@ def test_build_threads_start_their_processes_niced() -> None:
         return int(child.communicate()[0])
 
     def spawn() -> None:
-        for nice in (worker.FIRST_NICE, worker.NICE, worker.FIRST_NICE):
-            worker._nice_this_thread(nice)
+        for nice in (schedule.FIRST_NICE, schedule.NICE, schedule.FIRST_NICE):
+            schedule.nice_this_thread(nice)
             seen.append(child_nice())
 
     thread = threading.Thread(target=spawn)
     thread.start()
     thread.join()
-    assert seen == [worker.FIRST_NICE, worker.NICE, worker.NICE]
-    assert os.nice(0) not in worker.BUILD_NICES  # the thread's priority, not the whole process's
+    assert seen == [schedule.FIRST_NICE, schedule.NICE, schedule.NICE]
+    assert os.nice(0) not in schedule.BUILD_NICES  # the thread's priority, not the whole process's
 
 
 def test_builds_at_either_niceness_are_paused() -> None:
     script = "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True); p.wait()"
     keepers = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                                 preexec_fn=lambda nice=nice: os.setpriority(os.PRIO_PROCESS, 0, nice))
-               for nice in worker.BUILD_NICES]
+               for nice in schedule.BUILD_NICES]
     compilers = [int(k.stdout.readline()) for k in keepers]
-    pause = worker.BuildPause()
+    pause = schedule.BuildPause()
     try:
         pause.on_phase("timing")
         assert all(stopped(pid) for pid in compilers)
@@ -204,10 +203,10 @@ def test_a_measuring_gpu_run_stops_the_niced_builds_and_lets_them_go_after() -> 
     with a niced compiler below it; a GPU run's process (not niced) is never stopped."""
     script = "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); print(p.pid, flush=True); p.wait()"
     build_keeper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                                    preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, worker.NICE))
+                                    preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, schedule.NICE))
     gpu_keeper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     compiler, gpu_run = int(build_keeper.stdout.readline()), int(gpu_keeper.stdout.readline())
-    pause = worker.BuildPause()
+    pause = schedule.BuildPause()
     try:
         pause.on_phase("start-up")  # nothing on the GPU yet: builds go on
         assert not stopped(compiler, seconds=0.5)

@@ -138,7 +138,7 @@ def settles(pid: int, stopped: bool, seconds: float = 5) -> bool:
 def test_a_judge_worker_measuring_stops_the_builds_of_ray_build_tasks_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dice_lsp.bench.worker import BUILDERS_ENV, BuildPause
+    from profiler.judging.schedule import BUILDERS_ENV, BuildPause
     from profiler.sandbox.keeper import descendants
 
     # A build task's shape: the task's process, a sandbox keeper below it, and the build

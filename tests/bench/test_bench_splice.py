@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from dice_lsp.bench.tasks import splice_model_new
-from profiler.document import is_kernelbench_source, module_level_names
+from profiler.source.document import is_kernelbench_source, module_level_names
 
 CANDIDATE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
 

@@ -9,7 +9,7 @@ import pytest
 
 from dice_lsp.bench.problems import discover
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, infill_tasks
-from profiler.document import is_kernelbench_source
+from profiler.source.document import is_kernelbench_source
 
 
 def test_optimize_task_judges_the_problem_against_itself_with_model_new_added(control_problems: Path) -> None:

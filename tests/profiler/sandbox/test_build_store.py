@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.judge import KernelBenchProblem
+from profiler.judging.problem import KernelBenchProblem
 from profiler.sandbox.builds import (CACHE_ENV, DIGESTS, LOCKS, REUSE_ENV, VerifiedBuilds, persistent_root,
                                      process_builds)
 from profiler.sandbox.isolation import isolation_problem
@@ -28,7 +28,7 @@ from profiler.sandbox.isolation import isolation_problem
 # The judging runs list their build folder into a file of tmp_path.
 pytestmark = pytest.mark.usefixtures("unconfined")
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 

@@ -12,7 +12,7 @@ import pytest
 
 import profiler
 
-_spec = importlib.util.spec_from_file_location("cuda_cases", Path(__file__).with_name("cuda_cases.py"))
+_spec = importlib.util.spec_from_file_location("cuda_cases", Path(__file__).parent.parent / "cuda_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 

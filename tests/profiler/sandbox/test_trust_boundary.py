@@ -24,7 +24,7 @@ from profiler.sandbox.channel import accept_result
 from profiler.static_check import static_flags
 from profiler.verdict import SUSPICIOUS_SPEEDUP, from_measurement
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 BASELINE, MODEL_NEW, candidate = cases.BASELINE, cases.MODEL_NEW, cases.candidate

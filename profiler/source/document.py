@@ -1,5 +1,5 @@
 """What is in a document, from its path and text alone: its kind (CUDA or KernelBench), its
-`__global__` kernels (profiler.cuda_source.find_kernels) and, in a KernelBench file, the
+`__global__` kernels (profiler.source.cuda_source.find_kernels) and, in a KernelBench file, the
 module-level `Model` and `ModelNew` classes.
 
 The one place the server, the CLI, `dice bench` and the profiler ask. Nothing here imports,
@@ -11,12 +11,15 @@ from __future__ import annotations
 import ast
 from pathlib import PurePath
 
-from engine.prompts import KERNELBENCH_PROBLEM_NAMES
-
 CUDA = "cuda"
 KERNELBENCH = "kernelbench"
 # Suffixes compared without case: a `.PY` or `.CU` file is the same kind as its lower-case twin.
 _KINDS = {".cu": CUDA, ".cuh": CUDA, ".py": KERNELBENCH}
+# A KernelBench problem: the PyTorch reference `Model`, the inputs of a run and of Model's
+# construction. A candidate defines MODEL_NEW beside them.
+MODEL = "Model"
+MODEL_NEW = "ModelNew"
+KERNELBENCH_PROBLEM_NAMES = (MODEL, "get_inputs", "get_init_inputs")
 
 
 def kind_of(path: str | PurePath) -> str | None:
@@ -64,14 +67,36 @@ def is_kernelbench_source(source: str) -> bool:
 
 def defines_model_new(source: str) -> bool:
     try:
-        return "ModelNew" in module_classes(source)
+        return MODEL_NEW in module_classes(source)
     except SyntaxError:
         return False
 
 
+def kernelbench_problem_end(text: str) -> int | None:
+    """Where the KernelBench problem at the top of a file ends (after the last of `Model`,
+    `get_inputs`, `get_init_inputs`), or None when the file does not parse or lacks one: the
+    PyTorch reference, when the file also holds ModelNew."""
+    try:
+        tree = parse_python(text)
+    except (SyntaxError, ValueError):  # ValueError: a null byte
+        return None
+    ends = {}
+    for node in tree.body:
+        definition = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        if definition and node.name in KERNELBENCH_PROBLEM_NAMES:
+            ends[node.name] = node.end_lineno
+    if len(ends) < len(KERNELBENCH_PROBLEM_NAMES):
+        return None
+    line = max(ends.values())
+    lines = text.splitlines(keepends=True)
+    # The end of that line, so that a comment after the last statement stays with it.
+    end = sum(len(piece) for piece in lines[: line - 1]) + len(lines[line - 1].rstrip("\r\n"))
+    return len(text) if not text[end:].strip() else end
+
+
 def kernelbench_classes(source: str) -> list[ast.ClassDef]:
     """Every module-level `class Model` and `class ModelNew` statement, in order (raises SyntaxError)."""
-    return [node for node in parse_python(source).body if isinstance(node, ast.ClassDef) and node.name in ("Model", "ModelNew")]
+    return [node for node in parse_python(source).body if isinstance(node, ast.ClassDef) and node.name in (MODEL, MODEL_NEW)]
 
 
 def benchmark_class(source: str) -> ast.ClassDef | None:
@@ -81,4 +106,4 @@ def benchmark_class(source: str) -> ast.ClassDef | None:
         classes = module_classes(source)
     except SyntaxError:
         return None
-    return classes.get("ModelNew") or classes.get("Model")
+    return classes.get(MODEL_NEW) or classes.get(MODEL)

@@ -16,10 +16,10 @@ import pytest
 import profiler
 
 _spec = importlib.util.spec_from_file_location("kernelbench_cases",
-                                               Path(__file__).with_name("kernelbench_cases.py"))
+                                               Path(__file__).parent.parent / "kernelbench_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 sandbox_cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sandbox_cases)
 

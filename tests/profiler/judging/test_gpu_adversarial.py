@@ -32,7 +32,7 @@ import profiler
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
 from profiler.results import PROVEN
 
-LIBRARY = Path(__file__).with_name("adversarial")
+LIBRARY = Path(__file__).parent.parent / "adversarial"
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ import pytest
 
 import profiler
 from profiler.gpu import compute_capability
-from profiler.judge import _kernelbench_request
+from profiler.judging.kernelbench import kernelbench_request
 from profiler.sandbox import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds
 from profiler.sandbox.environment import PACKAGE_ROOT
 from profiler.sandbox.pool import SandboxPool, warm_kind
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 
@@ -213,7 +213,7 @@ def test_a_pre_started_kernelbench_sandbox_runs_in_namespaces():
         pool.reserve("kernelbench", 60.0, 1)
         spare = pool.claim("kernelbench", 60.0)
         assert spare is not None and spare.isolated
-        request = _kernelbench_request(cases.BASELINE, None, "relu.py", 60.0)
+        request = kernelbench_request(cases.BASELINE, None, "relu.py", 60.0)
         outcome = run_started(spare, request, 60.0, None)
         spare.discard()  # its folder (run_sandboxed removes it for a run it starts)
     finally:

@@ -17,7 +17,7 @@ import pytest
 
 import profiler
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 BASELINE, candidate, _alive = cases.BASELINE, cases.candidate, cases.alive

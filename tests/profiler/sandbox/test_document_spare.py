@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.judge import _kernelbench_request, _run_in_build_folder
+from profiler.judging.kernelbench import kernelbench_request, run_in_build_folder
 from profiler.paths import remove_tree
 from profiler.sandbox import pool
 from profiler.sandbox.builds import VerifiedBuilds
@@ -52,8 +52,8 @@ def builds(monkeypatch):
 
 
 def _run(builds: VerifiedBuilds, time_limit: float = 60.0):
-    request = _kernelbench_request(DOCUMENT, DOCUMENT, PATH, time_limit)
-    return _run_in_build_folder(request, DOCUMENT, builds, time_limit, None)
+    request = kernelbench_request(DOCUMENT, DOCUMENT, PATH, time_limit)
+    return run_in_build_folder(request, DOCUMENT, builds, time_limit, None)
 
 
 def _warmed(outcome) -> bool:

@@ -1,5 +1,5 @@
 """`dice check` and `dice profile` through the real command line, on a machine without a GPU
-(the GPU side is in test_gpu_judge.py)."""
+(the GPU side is in tests/profiler/judging/test_gpu_cuda_judge.py)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_profile_kernelbench_file_without_gpu(kernelbench_dir):
 def test_only_a_proven_verdict_or_nothing_to_time_exits_fine():
     from dataclasses import replace
 
-    from profiler.cli import exit_code
+    from dice_lsp.cli.profile import exit_code
     from profiler.results import NOT_PROOF, Verdict
 
     faster = Verdict("faster", True, True, 1.8, (1.7, 1.9), 0.1, 0.18, [], "1.80x faster", inputs_checked=4,

@@ -2,7 +2,7 @@
 started at its turn, as before it) and on (pre-started processes, nvcc checks ahead, inputs
 drawn on the device) get the same verdicts, and the pooled runs really came from spares.
 Run on the device machine:
-    python -m pytest tests/profiler/test_gpu_sandbox_pool.py -m gpu -v
+    python -m pytest tests/profiler/sandbox/test_gpu_sandbox_pool.py -m gpu -v
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import profiler
 from profiler.sandbox import pool
 
-_spec = importlib.util.spec_from_file_location("cuda_cases", Path(__file__).with_name("cuda_cases.py"))
+_spec = importlib.util.spec_from_file_location("cuda_cases", Path(__file__).parent.parent / "cuda_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 

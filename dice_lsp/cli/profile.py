@@ -1,4 +1,5 @@
-"""`dice check FILE [--json]` and `dice profile FILE [--kernel NAME] [--json]`.
+"""`dice check FILE [--json]` and `dice profile FILE [--kernel NAME] [--json]`, through the
+profiler's public functions (profiler.check, profiler.profile).
 
 Exit codes: 0 fine (profiled with a proven verdict, or compiled with nothing to time on this
 machine), 1 the code has a problem (compile errors, wrong results, crash, timeout, no spec)
@@ -15,9 +16,10 @@ import sys
 from pathlib import Path
 
 import profiler
-from profiler.cuda_source import find_kernel
+from dice_lsp.core.verdict_view import diagnostic_row, verdict_table
+from profiler.source.cuda_source import find_kernel
 from profiler.results import Diagnostic, Verdict
-from profiler.source_files import SourceFileError, read_source_bytes
+from profiler.source.source_files import SourceFileError, read_source_bytes
 
 # Besides a proven verdict (Verdict.proven): nothing to time on this machine. A verdict whose
 # measurement proves nothing (impossible, suspicious, unstable, unproven, flagged) is not fine.
@@ -30,7 +32,7 @@ def _usage_error(message: str) -> int:
 
 
 def _diagnostic_rows(diagnostics: list[Diagnostic], path: str) -> list[str]:
-    return [f"{path}:{d.line}:{d.column}: {d.severity}: {d.message}" for d in diagnostics]
+    return [diagnostic_row(d, path) for d in diagnostics]
 
 
 def read_source(path: Path) -> tuple[str, Diagnostic | None]:
@@ -80,46 +82,6 @@ def check_command(args: argparse.Namespace) -> int:
     else:
         print(f"{path}: compiles, no diagnostics")
     return 1 if any(d.severity == "error" for d in diagnostics) else 0
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f} ms"
-
-
-def verdict_table(verdict: Verdict, path: str) -> str:
-    """The verdict as a small two-column table, unmeasured things shown as '-'."""
-    speedup = "-"
-    if verdict.speedup is not None:
-        speedup = f"{verdict.speedup:.2f}x"
-        if verdict.speedup_ci is not None:
-            speedup += f" (95% interval {verdict.speedup_ci[0]:.2f}-{verdict.speedup_ci[1]:.2f})"
-    correct = "-" if verdict.correct is None else ("yes" if verdict.correct else "no")
-    if verdict.inputs_checked:
-        correct += f" ({verdict.inputs_checked} input sets)"
-    bandwidth = "-"
-    if verdict.bandwidth_gbs is not None:
-        bandwidth = f"{verdict.bandwidth_gbs:.0f} GB/s"
-        if verdict.peak_bandwidth_gbs:
-            bandwidth += f" of {verdict.peak_bandwidth_gbs:.0f} GB/s measured peak"
-    rows = [
-        ("kernel", verdict.kernel or "-"),
-        ("gpu", verdict.gpu or "none"),
-        ("status", verdict.status),
-        ("time", _ms(verdict.time_ms) + (" (median)" if verdict.time_ms is not None else "")),
-        ("baseline", _ms(verdict.baseline_ms)),
-        ("speedup", speedup),
-        ("correct", correct),
-        ("registers", "-" if verdict.registers is None else str(verdict.registers)),
-        ("shared", "-" if verdict.shared_bytes is None else f"{verdict.shared_bytes} bytes"),
-        ("bandwidth", bandwidth),
-    ]
-    if "compile_ms" in verdict.extra:
-        rows.append(("torch.compile", _ms(verdict.extra["compile_ms"])))
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{path}: {verdict.message}"]
-    lines += [f"  {name:<{width}}  {value}" for name, value in rows]
-    lines += _diagnostic_rows(verdict.diagnostics, path)
-    return "\n".join(lines)
 
 
 def profile_command(args: argparse.Namespace) -> int:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.judge import build_jobs
+from profiler.judging.problem import build_jobs
 
 _spec = importlib.util.spec_from_file_location("kernelbench_cases",
-                                               Path(__file__).with_name("kernelbench_cases.py"))
+                                               Path(__file__).parent.parent / "kernelbench_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from profiler.judge import _kernelbench_request
+from profiler.judging.kernelbench import kernelbench_request
 from profiler.sandbox import MARKER, run_started, start_harness
 from profiler.sandbox.pool import SandboxPool
 
-_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).with_name("sandbox_cases.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 
@@ -49,7 +49,7 @@ json.dump({{"pid": os.getpid(), "env": dict(os.environ), "cwd": os.getcwd(),
 
 
 def _request(record: Path) -> dict:
-    return _kernelbench_request(cases.BASELINE, cases.candidate(RECORD.format(path=str(record))), "relu.py", LIMIT)
+    return kernelbench_request(cases.BASELINE, cases.candidate(RECORD.format(path=str(record))), "relu.py", LIMIT)
 
 
 def _wait(condition, within_s: float = 30.0) -> None:
@@ -214,7 +214,7 @@ def test_a_spare_that_never_ends_its_warm_up_is_not_handed_a_request():
 
 
 def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
-    from profiler.cuda_source import find_kernels
+    from profiler.source.cuda_source import find_kernels
     from profiler.run.cuda import WARM_PARAMS, WARM_SOURCE
 
     (kernel,) = find_kernels(WARM_SOURCE)
@@ -222,9 +222,9 @@ def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
 
 
 def test_turns_go_to_one_run_at_a_time_in_candidate_order():
-    """The .cu judge's turns (profiler.judge._Turns): run i's turn comes when every run before
+    """The .cu judge's turns (profiler.judging.cuda._Turns): run i's turn comes when every run before
     it has ended, whatever order the runs end in, each once, with its progress."""
-    from profiler.judge import _Turns
+    from profiler.judging.cuda import _Turns
 
     progress: list[tuple[int, int]] = []
     turns = _Turns(4, lambda index, total: progress.append((index, total)))
@@ -243,7 +243,7 @@ def test_turns_go_to_one_run_at_a_time_in_candidate_order():
 def test_a_turn_is_given_even_when_reporting_its_progress_fails():
     """A progress callback that raises (the editor gone) cannot leave a run waiting for a
     turn that was already its own: the turn is given before its progress is reported."""
-    from profiler.judge import _Turns
+    from profiler.judging.cuda import _Turns
 
     def report(index: int, total: int) -> None:
         if index > 1:

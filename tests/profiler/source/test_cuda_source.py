@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.cuda_source import Param, find_kernel, find_kernels
+from profiler.source.cuda_source import Param, find_kernel, find_kernels
 
 SOURCE = """\
 #include <cuda_fp16.h>

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler.judge import BUILD_JOBS_ENV, build_jobs, half_the_cpus
+from profiler.judging.problem import BUILD_JOBS_ENV, build_jobs, half_the_cpus
 from profiler.run.kernelbench import pin_cuda_arch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A C++-only extension: load_inline builds it with the host compiler, so this runs on any
 # machine with a compiler and ninja (the CUDA case runs on the device: test_gpu_kernelbench_judge).

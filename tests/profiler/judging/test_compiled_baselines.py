@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from profiler.judge import CompiledBaselines, TorchCompileBaseline, with_torch_compile
+from profiler.judging.caches import CompiledBaselines, TorchCompileBaseline
+from profiler.judging.kernelbench import with_torch_compile
 from profiler.results import Verdict
 from profiler.sandbox.builds import REUSE_ENV
 

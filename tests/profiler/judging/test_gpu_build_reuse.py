@@ -17,7 +17,7 @@ from dice_lsp.bench.tasks import splice_model_new
 
 pytestmark = pytest.mark.gpu
 
-CONTROLS = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench_controls"
+CONTROLS = Path(__file__).resolve().parents[3] / "benchmarks" / "kernelbench_controls"
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -23,8 +23,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from profiler import settings
 from profiler.paths import cache_dir
 from profiler.results import Diagnostic
+from profiler.settings import DEFAULT_COMPILER_MEMORY, describe_bytes  # noqa: F401  (also this module's names)
 from profiler.source.source_files import include_problems
 
 log = logging.getLogger(__name__)
@@ -34,14 +36,12 @@ NVCC_TIME_LIMIT_S = 120.0
 # ptxas) may take. A load_inline source with torch's headers peaks at 3 GiB resident and
 # needs 3.5 GiB of address space; a plain .cu file needs less than 0.5 GiB. Without a bound
 # `#include </dev/zero>` grows cc1plus until the kernel's OOM killer stops it.
-COMPILER_MEMORY_ENV = "DICE_COMPILER_MEMORY"
-DEFAULT_COMPILER_MEMORY = 6 * 1024**3
+COMPILER_MEMORY_ENV = settings.COMPILER_MEMORY
 # The most one file nvcc writes (a preprocessed .ii with torch's headers is some tens of MB),
 # what it prints included; and the most of what it prints that is read back.
 COMPILER_FILE_BYTES = 1024**3
 MAX_OUTPUT_BYTES = 4 * 1024**2
 MAX_LINE_CHARS = 16 * 1024
-_SIZE = re.compile(r"(?i)\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*")
 # What the compilers print when an allocation fails (cc1plus, EDG's front end, a C++ runtime).
 # What a shell or nvcc prints when a process it ran got SIGXFSZ (or a write failed with EFBIG).
 _FILE_TOO_LARGE = re.compile(r"file size limit exceeded|file too large|signal 25\b", re.IGNORECASE)
@@ -79,30 +79,10 @@ def _severity(word: str) -> str:
 
 
 def compiler_memory_limit() -> int | None:
-    """Bytes of address space each compiler process may take: $DICE_COMPILER_MEMORY ("6G",
-    "4096M", a byte count; "off" for none), else DEFAULT_COMPILER_MEMORY, which is also what a
-    value that cannot be read gives (with a warning): a typo never leaves the compiler unbounded."""
-    raw = os.environ.get(COMPILER_MEMORY_ENV, "").strip()
-    if not raw:
-        return DEFAULT_COMPILER_MEMORY
-    if raw.lower() in ("off", "none", "unlimited"):
-        return None
-    match = _SIZE.fullmatch(raw)
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    value = int(float(match.group(1)) * scale[match.group(2).lower()]) if match else 0
-    if value < 64 << 20:
-        log.warning("%s=%r: expected a size of at least 64M (e.g. 6G, 4096M) or off; using %s",
-                    COMPILER_MEMORY_ENV, raw, describe_bytes(DEFAULT_COMPILER_MEMORY))
-        return DEFAULT_COMPILER_MEMORY
-    return value
-
-
-def describe_bytes(count: int) -> str:
-    """1073741824 -> "1 GiB", 1610612736 -> "1.5 GiB"."""
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= size:
-            return f"{count / size:.3g} {unit}"
-    return f"{count} bytes"
+    """Bytes of address space each compiler process may take (DICE_COMPILER_MEMORY, else
+    DEFAULT_COMPILER_MEMORY, also for a value that cannot be read: a typo never leaves the
+    compiler unbounded); None for none."""
+    return settings.current().compiler_memory
 
 
 @dataclass(frozen=True)

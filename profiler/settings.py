@@ -1,4 +1,4 @@
-"""Every environment variable dice-lsp reads, in one typed object read once per process.
+"""Every environment variable dice-lsp reads, in one typed object.
 
 The editor's settings (model, candidates, sampling) come from the client (dice_lsp.core.config);
 what belongs to the machine rather than to a document (where caches live, how candidates are
@@ -95,6 +95,17 @@ def _pool(raw: str) -> int:
         raise Unreadable(f"expected a whole number from 0 to {MAX_SANDBOX_POOL}") from None
 
 
+CACHE_DIR = "DICE_CACHE_DIR"
+LSP_TOKEN = "DICE_LSP_TOKEN"
+ENGINE_TOKEN = "DICE_ENGINE_TOKEN"
+SANDBOX_ISOLATION = "DICE_SANDBOX_ISOLATION"
+SANDBOX_POOL = "DICE_SANDBOX_POOL"
+COMPILER_MEMORY = "DICE_COMPILER_MEMORY"
+BUILD_JOBS = "DICE_BUILD_JOBS"
+BUILD_CACHE = "DICE_BUILD_CACHE"
+REUSE_BUILDS = "DICE_REUSE_BUILDS"
+
+
 @dataclass(frozen=True)
 class Variable:
     name: str
@@ -106,26 +117,26 @@ class Variable:
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("DICE_CACHE_DIR", "cache_dir", _folder, "`$XDG_CACHE_HOME/dice-lsp/results`",
+    Variable(CACHE_DIR, "cache_dir", _folder, "`$XDG_CACHE_HOME/dice-lsp/results`",
              "where verdicts are cached, keyed by kernel, spec and GPU"),
-    Variable("DICE_LSP_TOKEN", "lsp_token", _text, "a new token per run, written to a 0600 file",
+    Variable(LSP_TOKEN, "lsp_token", _text, "a new token per run, written to a 0600 file",
              "the token `dice-lsp --tcp` asks clients for", secret=True),
-    Variable("DICE_ENGINE_TOKEN", "engine_token", _text, "none (loopback only)",
+    Variable(ENGINE_TOKEN, "engine_token", _text, "none (loopback only)",
              "the token of `dice engine serve`, and the one a `dice://` client sends when its URL has none",
              secret=True),
-    Variable("DICE_SANDBOX_ISOLATION", "sandbox_isolation", _isolation, "`auto`",
+    Variable(SANDBOX_ISOLATION, "sandbox_isolation", _isolation, "`auto`",
              "`auto`: candidates run in namespaces of their own where the system allows; `on`: refuse to "
              "judge without them; `off`: never"),
-    Variable("DICE_SANDBOX_POOL", "sandbox_pool", _pool, str(DEFAULT_SANDBOX_POOL),
+    Variable(SANDBOX_POOL, "sandbox_pool", _pool, str(DEFAULT_SANDBOX_POOL),
              f"sandboxes kept started ahead of candidates (0-{MAX_SANDBOX_POOL}; 0: none)"),
-    Variable("DICE_COMPILER_MEMORY", "compiler_memory", _compiler_memory, describe_bytes(DEFAULT_COMPILER_MEMORY),
+    Variable(COMPILER_MEMORY, "compiler_memory", _compiler_memory, describe_bytes(DEFAULT_COMPILER_MEMORY),
              "address space of each nvcc/c++ process (`8G`, `4096M`, or `off`)"),
-    Variable("DICE_BUILD_JOBS", "build_jobs", _count, "half the CPUs",
+    Variable(BUILD_JOBS, "build_jobs", _count, "half the CPUs",
              "KernelBench candidates built side by side before they are timed"),
-    Variable("DICE_BUILD_CACHE", "build_cache", _build_cache, "`$XDG_CACHE_HOME/dice-lsp/builds`",
+    Variable(BUILD_CACHE, "build_cache", _build_cache, "`$XDG_CACHE_HOME/dice-lsp/builds`",
              "where verified extension builds are kept across processes (isolated sandboxes only); `off`: "
              "in memory for one process"),
-    Variable("DICE_REUSE_BUILDS", "reuse_builds", _flag_on_unless_zero, "1",
+    Variable(REUSE_BUILDS, "reuse_builds", _flag_on_unless_zero, "1",
              "`0` builds every document again instead of reusing a verified build of the same text"),
 )
 
@@ -170,16 +181,16 @@ class Environment:
         return rows
 
 
-@functools.cache
 def current() -> Environment:
-    """This process's settings, read from its environment the first time they are asked for."""
-    environment = Environment.read()
+    """This process's settings. Read when first asked for, and again only if one of the
+    process's DICE_ variables has changed since (a test or a benchmark that sets one), so
+    that every reader sees the same typed values and a value is warned about once."""
+    return _read_for(tuple(os.environ.get(variable.name) for variable in VARIABLES))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_for(values: tuple[str | None, ...]) -> Environment:
+    environment = Environment.read({v.name: value for v, value in zip(VARIABLES, values) if value is not None})
     for problem in environment.problems:
         log.warning("%s", problem)
     return environment
-
-
-def reread() -> Environment:
-    """Read the environment again: for a test that changed it, never for production code."""
-    current.cache_clear()
-    return current()

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import msgpack
 
+from profiler import settings
 from profiler.results import Verdict
 
 log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    if env := os.environ.get("DICE_CACHE_DIR"):
-        return Path(env)
+    if folder := settings.current().cache_dir:
+        return folder
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "dice-lsp" / "results"
 

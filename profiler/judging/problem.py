@@ -8,6 +8,7 @@ import os
 import secrets
 from contextlib import ExitStack
 
+from profiler import settings
 from profiler.gpu import compute_capability, gpu_name
 from profiler.judging.common import seeds
 from profiler.judging.kernelbench import (
@@ -22,9 +23,9 @@ from profiler.sandbox import SandboxOutcome, Started, pool, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.verdict import Reference, reference_facts, reference_ms, reference_samples
 
-# Environment variable: how many KernelBench candidates are built at once (default: one per
-# two CPUs, since a load_inline build compiles two files).
-BUILD_JOBS_ENV = "DICE_BUILD_JOBS"
+# How many KernelBench candidates are built at once (default: one per two CPUs, since a
+# load_inline build compiles two files).
+BUILD_JOBS_ENV = settings.BUILD_JOBS
 
 
 def half_the_cpus() -> int:
@@ -36,9 +37,7 @@ def half_the_cpus() -> int:
 
 def build_jobs(count: int) -> int:
     """How many of `count` candidates to build at once: DICE_BUILD_JOBS, else half_the_cpus()."""
-    configured = os.environ.get(BUILD_JOBS_ENV, "").strip()
-    jobs = int(configured) if configured.isdigit() else half_the_cpus()
-    return max(1, min(count, jobs))
+    return max(1, min(count, settings.current().build_jobs or half_the_cpus()))
 
 
 class KernelBenchProblem:

@@ -55,19 +55,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from profiler import settings
 from profiler.paths import cache_root, remove_tree
 from profiler.sandbox.isolation import IsolationUnavailable, isolation
 
 # Build folders one store keeps (a load_inline build holds about 8 MB: two objects, the
 # library; at most some hundred MB of the temporary folder, or of the cache on disk).
 MAX_FOLDERS = 32
-# Environment variable: "0" restores the judging before the process-wide store: each judge()
-# call a store of its own, profile() none (its two runs build apart). Kept to measure the
-# difference (benchmarks/kernelbench_build.py) and for whoever wants nothing kept.
-REUSE_ENV = "DICE_REUSE_BUILDS"
-# Environment variable: where the store is kept on disk (where sandboxes are isolated);
-# "off": never on disk, a temporary store per process.
-CACHE_ENV = "DICE_BUILD_CACHE"
+# "0": each judge() call a store of its own, profile() none (its two runs build apart), for
+# whoever wants nothing kept, and to measure the difference (benchmarks/kernelbench_build.py).
+REUSE_ENV = settings.REUSE_BUILDS
+# Where the store is kept on disk (where sandboxes are isolated); "off": never on disk, a
+# temporary store per process.
+CACHE_ENV = settings.BUILD_CACHE
 DIGESTS, LOCKS = "digests", "locks"  # beside the build folders, whose names are keys
 
 
@@ -341,15 +341,15 @@ _PROCESS_LOCK = threading.Lock()
 
 
 def reuse_builds() -> bool:
-    return os.environ.get(REUSE_ENV, "1").strip() != "0"
+    return settings.current().reuse_builds
 
 
 def persistent_root() -> Path | None:
     """Where process_builds() keeps its folders on disk, or None (a temporary store): only
     where sandboxes are isolated, unless DICE_BUILD_CACHE=off. A folder per torch version and
     Python, torch's read from its package's metadata (the judge does not import torch)."""
-    setting = os.environ.get(CACHE_ENV, "").strip()
-    if setting.lower() == "off":
+    setting = settings.current().build_cache
+    if setting == "off":
         return None
     try:
         if not isolation():

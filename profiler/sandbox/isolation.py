@@ -4,16 +4,15 @@ DICE_SANDBOX_ISOLATION, and what this system allows (asked of the keeper once pe
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import tempfile
 import threading
 
 import profiler.sandbox.keeper as _keeper
+from profiler import settings
 
-ISOLATION_ENV = "DICE_SANDBOX_ISOLATION"
-ISOLATION_MODES = ("auto", "on", "off")
+ISOLATION_ENV = settings.SANDBOX_ISOLATION
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -47,9 +46,9 @@ def isolation() -> bool:
     """Whether sandboxes run in namespaces of their own. DICE_SANDBOX_ISOLATION: `auto` (the
     default: where the system allows it), `on` (required: IsolationUnavailable otherwise),
     `off` (never; the keeper, the allowlisted environment and the limits still hold)."""
-    mode = os.environ.get(ISOLATION_ENV, "auto").strip().lower() or "auto"
-    if mode not in ISOLATION_MODES:
-        raise IsolationUnavailable(f"{ISOLATION_ENV}={mode!r}: expected one of {', '.join(ISOLATION_MODES)}")
+    mode = settings.current().sandbox_isolation
+    if mode not in settings.ISOLATION_MODES:
+        raise IsolationUnavailable(f"{ISOLATION_ENV}={mode!r}: expected one of {', '.join(settings.ISOLATION_MODES)}")
     if mode == "off":
         return False
     problem = isolation_problem()

@@ -21,14 +21,14 @@ then started, checked and run at its turn, as before the pool.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Callable
 
+from profiler import settings
 from profiler.sandbox.isolation import isolation
 
-POOL_ENV = "DICE_SANDBOX_POOL"
+POOL_ENV = settings.SANDBOX_POOL
 # As many as the editor's default request has candidates (dice_lsp.core.config: 4), so that
 # one *Optimize* finds every sandbox warm: on the H200 (2026-12-03) a burst of 8 candidates
 # with 2 kept waited ~2 s for the spares it started (a warm-up takes 1-2 s beside 8 nvcc
@@ -59,10 +59,7 @@ def warm_kind(kind: str) -> str | None:
 
 def kept() -> int:
     """How many spares to keep ready, from DICE_SANDBOX_POOL (0: no pool)."""
-    try:
-        return max(0, min(MAX_SPARES, int(os.environ.get(POOL_ENV, DEFAULT_KEEP))))
-    except ValueError:
-        return DEFAULT_KEEP
+    return settings.current().sandbox_pool
 
 
 def enabled() -> bool:

@@ -197,11 +197,11 @@ def target_cases(cases: list[Case]) -> list[int]:
 
 def random_twin(folder: Path, out: Path, seed: int) -> Path:
     """A checkpoint of the same shape and tokenizer as `folder`, with random weights
-    (initialized as engine.train initializes before training)."""
+    (initialized as engine.training.train initializes before training)."""
     import torch
 
-    from engine.loading import config_to_json, load_checkpoint, save_checkpoint
-    from engine.train import TrainSettings, build_model
+    from engine.model.loading import config_to_json, load_checkpoint, save_checkpoint
+    from engine.training.train import TrainSettings, build_model
 
     _, tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
     settings = TrainSettings(model=config_to_json(config), seed=seed)

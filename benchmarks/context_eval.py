@@ -1,5 +1,5 @@
 """Whole-file fills past the length the built-in model was trained on: does cutting the prompt to
-`trained_context` (engine.local.LocalEngine.context) lose fills, and what does it save?
+`trained_context` (engine.decoding.local.LocalEngine.context) lose fills, and what does it save?
 
     python benchmarks/context_eval.py --context 1024 [--cases 24] [--seed 7]
     python benchmarks/context_eval.py --context 4096          # the model's positions: the old behaviour

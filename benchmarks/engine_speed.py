@@ -17,9 +17,9 @@ Measured in one run, each number with how it was measured:
   attending to the cache), per decoding path (cached = eager, graphs = CUDA graph (the GPU
   default when issue 17 was filed), compiled = torch.compile'd model in a CUDA graph, flex =
   compiled with flex_attention (the default on 2026-12-03), decode = compiled with the engine's
-  split-KV decode attention (engine.fast_paths.GPU_DEFAULT since 2026-12-04)), at batch 1 and 8;
+  split-KV decode attention (engine.decoding.paths.GPU_DEFAULT since 2026-12-04)), at batch 1 and 8;
   CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
-  and capture (what the engine pays at load, engine.decode.warm_up).
+  and capture (what the engine pays at load, engine.decoding.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
   block 4: one token per step and candidate), summed over the candidates, prefill excluded
   and included; ms_per_step there includes sampling and the loop, not only the forward.
@@ -57,12 +57,12 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.decode import decode  # noqa: E402  (after the path is set)
+from engine.decoding.decode import decode  # noqa: E402  (after the path is set)
 # The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
-from engine.fast_paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
-from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
-from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
-from engine import model as engine_model  # noqa: E402
+from engine.decoding.paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
+from engine.decoding.paths import PATHS as ENGINE_PATHS  # noqa: E402
+from engine.model.sdar import SDARConfig, SDARForCausalLM  # noqa: E402
+from engine.model import sdar as engine_model  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
@@ -203,7 +203,7 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
     )
     with torch.device("cuda"):
         hf = Qwen3ForCausalLM(config).to(torch.bfloat16).eval()
-    from engine.loading import checkpoint_weights
+    from engine.model.loading import checkpoint_weights
 
     hf.load_state_dict(checkpoint_weights(model), strict=False)
     ids = torch.tensor([prompt_ids()] * batch, device="cuda")
@@ -222,7 +222,7 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 
 
-# Kernel names that are attention: torch's, and the engine's decode kernel (engine.decode_attention_kernels).
+# Kernel names that are attention: torch's, and the engine's decode kernel (engine.model.decode_attention_kernels).
 ATTENTION_KERNELS = ("flex", "attention", "fmha", "flash", "sdpa", "attn", "_partial", "_combine")
 
 
@@ -287,7 +287,7 @@ def main() -> int:
     args = parser.parse_args()
     unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
     if unknown:
-        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.fast_paths.PATHS: {', '.join(ENGINE_PATHS)})")
+        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.decoding.paths.PATHS: {', '.join(ENGINE_PATHS)})")
     began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import PurePath
 
-from engine.prompts import KERNELBENCH_PROBLEM_NAMES
+from engine.decoding.prompts import KERNELBENCH_PROBLEM_NAMES
 
 CUDA = "cuda"
 KERNELBENCH = "kernelbench"

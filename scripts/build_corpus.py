@@ -18,7 +18,7 @@ Steps, each skipped when its output is already there:
    `--tokenizer DIR` an existing model's tokenizer kept as it is (to train that model on);
 5. data: the texts of each split with, per line, the character offsets of its start, its
    first non-blank character and its end, and the brace-matched blocks, from which
-   engine/fim_data.py cuts fill-in-the-middle spans (and tokenizes them as inference does).
+   engine/training/fim_data.py cuts fill-in-the-middle spans (and tokenizes them as inference does).
 
 OUT/stats.json records source, version, licence, files, bytes and tokens of every part: the
 data card in docs/model-card.md is written from it.

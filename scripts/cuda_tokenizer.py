@@ -2,7 +2,7 @@
 
 Its pipeline (NFC, Qwen2's pre-tokenizer regex, byte-level BPE) is exactly the one that
 transformers' Qwen2 tokenizer class builds around a vocabulary and merges, so the built-in
-checkpoint tokenizes the same through engine.loading (which loads every checkpoint with
+checkpoint tokenizes the same through engine.model.loading (which loads every checkpoint with
 that class, as DICE's Qwen2 tokenizer needs) and through AutoTokenizer.
 """
 

@@ -8,7 +8,7 @@
 # 64 MiB tree; the line arrays are rebuilt there with --reindex) and starts from the settings'
 # `init`; a later call on the same warm machine resumes from .train-run/train_state.pt. Every
 # call copies the checkpoint and the loss log to $OUT.
-# The corpus must be built with the model's tokenizer (`build_corpus.py --tokenizer engine/builtin`; engine.train
+# The corpus must be built with the model's tokenizer (`build_corpus.py --tokenizer engine/builtin`; engine.training.train
 # refuses an `init` whose vocabulary differs). Made on this machine with (xz -9e: the corpus of 2026-12-04's session 16 is 5.3 MB at the
 # default preset, 4.9 MB so, and the tree with the shipped weights must stay under 64 MiB):
 #   python -c "import lzma, tarfile; t = tarfile.open('.train-carry/corpus.tar.xz', 'w:xz',
@@ -32,7 +32,7 @@ fi
 resume=()
 [ -f .train-run/train_state.pt ] && resume=(--resume)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$logs/train.log" 2>&1 || true
-python3 -m engine.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
+python3 -m engine.training.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
   --stop-after "$seconds" 2>&1 | tee -a "$logs/train.log"
 rm -rf "$out/checkpoint" && mkdir -p "$out/checkpoint"
 cp .train-run/checkpoint/config.json .train-run/checkpoint/model*.safetensors* "$out/checkpoint/"

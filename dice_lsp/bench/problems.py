@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.prompts import KERNELBENCH_PROBLEM_NAMES as REQUIRED_NAMES
+from engine.decoding.prompts import KERNELBENCH_PROBLEM_NAMES as REQUIRED_NAMES
 from profiler.document import KERNELBENCH, kind_of, module_level_names
 
 LEVEL_FOLDER = re.compile(r"^level\d+$")

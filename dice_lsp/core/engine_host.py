@@ -16,7 +16,7 @@ from dice_lsp.core.config import Settings
 from dice_lsp.core.status import StatusReporter
 
 if TYPE_CHECKING:
-    from engine.client import AsyncEngine
+    from engine.serving.client import AsyncEngine
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class EngineHost:
 
     async def get(self, settings: Settings) -> AsyncEngine:
         """The started engine for these settings, starting (or replacing) it if needed."""
-        from engine.client import AsyncEngine
+        from engine.serving.client import AsyncEngine
         from engine.types import EngineError
 
         wanted = (settings.model, settings.device)

@@ -1,4 +1,4 @@
-"""The fused decode attention (engine.decode_attention.decode_step_attention) against the
+"""The fused decode attention (engine.model.decode_attention.decode_step_attention) against the
 model's own steps (q/k RMSNorm, RoPE, the cache write, grouped_attention), for the shapes a
 decoding step has. Run by tests/engine/test_decode_attention.py on the CPU (Triton's
 interpreter) and by tests/engine/test_decode_gpu.py on a GPU."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.decode_attention import decode_step_attention, kv_lengths
-from engine.model import Attention, SDARConfig, block_causal_mask, grouped_attention, rotary_cos_sin, rotate_half
+from engine.model.decode_attention import decode_step_attention, kv_lengths
+from engine.model.sdar import Attention, SDARConfig, block_causal_mask, grouped_attention, rotary_cos_sin, rotate_half
 
 # (batch, query heads, kv heads, tokens, head dim, cache, key length, first position, mask per row)
 CASES = [

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.fim_data import (
+from engine.training.fim_data import (
     PAD_DOC,
     ROLE_AFTER_END,
     ROLE_CONTEXT,
@@ -26,8 +26,8 @@ from engine.fim_data import (
     expression_span,
     random_span,
 )
-from engine.prompts import END_OF_TEXT, fim_prompt
-from engine.train import (
+from engine.decoding.prompts import END_OF_TEXT, fim_prompt
+from engine.training.train import (
     TrainSettings,
     block_noise,
     build_model,
@@ -67,7 +67,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 
 def _tokenizer(corpus: Path):
-    from engine.train import load_tokenizer
+    from engine.training.train import load_tokenizer
 
     return load_tokenizer(str(corpus / "tokenizer"))
 
@@ -256,7 +256,7 @@ def test_fim_example_tokenizes_as_inference_prompt(tiny_corpus):
         window = sampler.seq_len * 4
         assert len(prefix) < window and len(suffix) < window   # whole file in the windows
         enc = tokenizer.backend_tokenizer.encode_batch([prefix, middle, suffix], add_special_tokens=False)
-        from engine.fim_data import Example
+        from engine.training.fim_data import Example
 
         laid = sampler.layout(Example(enc[0].ids, enc[1].ids, enc[2].ids), room=4096)
         expected = (tokenizer.encode(fim_prompt(prefix, suffix), add_special_tokens=False)
@@ -323,8 +323,8 @@ def test_loss_is_weighted_by_role():
     """With weight only on the middle and its end, the loss is the mean cross-entropy of the
     masked middle and end tokens alone: the context does not count."""
     torch.manual_seed(0)
-    from engine.loading import config_from_json
-    from engine.model import SDARForCausalLM
+    from engine.model.loading import config_from_json
+    from engine.model.sdar import SDARForCausalLM
 
     model = SDARForCausalLM(config_from_json({
         "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
@@ -392,8 +392,8 @@ def test_flex_training_loss_is_the_sdpa_loss():
     """The same weights, batch and noise: the loss through flex_attention over the BlockMask
     (eager here; compiled on a GPU by train) is the loss through SDPA over the dense mask."""
     torch.manual_seed(0)
-    from engine.loading import config_from_json
-    from engine.model import SDARForCausalLM
+    from engine.model.loading import config_from_json
+    from engine.model.sdar import SDARForCausalLM
 
     model = SDARForCausalLM(config_from_json({
         "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -452,7 +452,7 @@ def test_training_logs_the_validation_split(tiny_corpus, tmp_path):
 
 def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_path):
     """Two steps, then a resumed run to four: the step count, the optimizer and the log carry
-    on; the exported folder loads through engine.loading like any checkpoint."""
+    on; the exported folder loads through engine.model.loading like any checkpoint."""
     tokenizer = _tokenizer(tiny_corpus)
     settings = _tiny_settings(tiny_corpus, tokenizer)
     out = tmp_path / "run"
@@ -466,7 +466,7 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
     assert all(np.isfinite(float(r["loss"])) and np.isfinite(float(r["middle_loss"])) for r in rows)
 
     export(model, settings, out / "checkpoint", with_tokenizer=True)
-    from engine.loading import load_checkpoint
+    from engine.model.loading import load_checkpoint
 
     loaded, tok, config = load_checkpoint(out / "checkpoint", "cpu", torch.float32)
     assert config.prompt_format == "fim" and config.mask_token_id == tok.mask_token_id
@@ -478,7 +478,7 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
 def test_training_starts_from_init_weights_and_stops_after_its_seconds(tiny_corpus, tmp_path):
     """`init` starts a run from a checkpoint (training a model further on a new corpus); a run
     stopped by stop_after keeps its schedule, and --resume goes on from where it stopped."""
-    from engine.train import initial_weights
+    from engine.training.train import initial_weights
 
     tokenizer = _tokenizer(tiny_corpus)
     first = train(_tiny_settings(tiny_corpus, tokenizer), tmp_path / "first", resume=False,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import engine
-from engine import prompts
-from engine.context import fit_infill, prompt_budget
-from engine.loading import load_config, load_tokenizer
+from engine.decoding import prompts
+from engine.decoding.context import fit_infill, prompt_budget
+from engine.model.loading import load_config, load_tokenizer
 from engine.types import EngineError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.decode import choose_commits, decode, filter_logits, planned_steps, transfer_schedule
+from engine.decoding.decode import choose_commits, decode, filter_logits, planned_steps, transfer_schedule
 from engine.types import Cancelled, EngineError, Sampling
 
 from .conftest import random_model, tiny_sdar_config
@@ -175,8 +175,8 @@ def test_the_compiled_path_reads_prompts_eagerly(tiny):
     prompts). Prefill of twelve lengths compiles nothing and fills the cache as eagerly."""
     import torch._dynamo
 
-    from engine.fast_paths import StaticForward
-    from engine.model import KVCache
+    from engine.decoding.paths import StaticForward
+    from engine.model.sdar import KVCache
 
     config = torch._dynamo.config
     limit = config.recompile_limit
@@ -269,7 +269,7 @@ def test_flex_attention_gives_the_same_tokens(tiny16, prompt_len, sampling):
 
 
 def test_the_flex_block_mask_skips_the_tiles_past_the_block():
-    from engine.model import FLEX_BLOCK, block_causal_mask, flex_block_mask
+    from engine.model.sdar import FLEX_BLOCK, block_causal_mask, flex_block_mask
 
     positions = torch.arange(300, 308)
     mask = block_causal_mask(positions, torch.arange(4 * FLEX_BLOCK), 4)
@@ -280,7 +280,7 @@ def test_the_flex_block_mask_skips_the_tiles_past_the_block():
 
 
 def test_graph_paths_pad_to_fixed_buckets():
-    from engine.fast_paths import MIN_CACHE, batch_bucket, cache_bucket
+    from engine.decoding.paths import MIN_CACHE, batch_bucket, cache_bucket
 
     assert [batch_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 17, 64)] == [1, 8, 8, 8, 8, 8, 16, 32, 64]
     assert cache_bucket(1152, 32768) == cache_bucket(1, 32768) == MIN_CACHE
@@ -292,7 +292,7 @@ def test_graph_paths_pad_to_fixed_buckets():
 def test_a_fast_path_that_fails_at_warm_up_hands_over_down_to_cached(tiny):
     """On a CPU every fast path fails (they need CUDA; flex also a head_dim of 16): the
     engine says so and ends on the eager path, which then decodes."""
-    from engine.local import LocalEngine
+    from engine.decoding.local import LocalEngine
 
     engine = LocalEngine(tiny, tokenizer=None, config=tiny.config, name="tiny")
     engine.decode_path = "flex"
@@ -307,10 +307,10 @@ def test_a_fast_path_that_fails_at_warm_up_hands_over_down_to_cached(tiny):
 
 
 def test_warm_up_prepares_and_checks_one_candidate_and_eight(tiny16):
-    """engine.decode.warm_up on a path the CPU runs: both batches decode and pass the agreement
+    """engine.decoding.decode.warm_up on a path the CPU runs: both batches decode and pass the agreement
     check (a one-candidate check once failed on its own prompt row, and every fast path then
     fell back to the eager one at load)."""
-    from engine import decode as decoding
+    from engine.decoding import decode as decoding
 
     said = []
     decoding.warm_up(tiny16, "static", 4, report=said.append)
@@ -327,8 +327,8 @@ def test_the_compiled_model_takes_flex_attention_with_its_block_mask_built_outsi
     step's logits, and a second window (another mask) needs no recompilation."""
     import torch._dynamo
 
-    from engine.fast_paths import StaticForward
-    from engine.model import KVCache
+    from engine.decoding.paths import StaticForward
+    from engine.model.sdar import KVCache
 
     torch._dynamo.reset()
     cache = KVCache.allocate(tiny16.config, 2, 256, torch.device("cpu"), torch.float32)
@@ -347,10 +347,10 @@ def test_the_compiled_model_takes_flex_attention_with_its_block_mask_built_outsi
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disagrees(tiny16, monkeypatch):
-    """engine.decode.check_agreement, which warm_up runs for every fast path before the engine
+    """engine.decoding.decode.check_agreement, which warm_up runs for every fast path before the engine
     uses it: a path giving the plain path's logits passes; one whose step is off (as
     torch.compile'd flex_attention was on the H200) raises, and the engine falls back."""
-    import engine.decode as decoding
+    import engine.decoding.decode as decoding
     from engine.types import EngineError
 
     assert decoding.check_agreement(tiny16, "static-flex", 2, 4) < 1e-4
@@ -373,8 +373,8 @@ def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disag
 
 
 def test_the_default_path_off_a_gpu_is_the_eager_cached_one():
-    """engine.fast_paths.default_path on the CPU (the GPU's is tests/engine/test_decode_gpu.py)."""
-    from engine.fast_paths import default_path
+    """engine.decoding.paths.default_path on the CPU (the GPU's is tests/engine/test_decode_gpu.py)."""
+    from engine.decoding.paths import default_path
 
     assert default_path(random_model(tiny_sdar_config())) == "cached"
 
@@ -383,7 +383,7 @@ def test_a_start_constraint_decodes_one_of_its_names_then_frees_the_answer(tiny)
     """NameStart: each answer starts with one of the names (token sequences), whole, then a
     token that does not go on with a word; the rest is free. The names here are what this model
     would not write: its free answers' first tokens, shifted."""
-    from engine.local import NameStart
+    from engine.decoding.local import NameStart
 
     free = decode(tiny, prompt(10), n=4, max_tokens=12, sampling=Sampling(temperature=1.0, seed=5), stop_ids=[])
     names = [[7, 8, 9], [7, 11], [13]]
@@ -406,7 +406,7 @@ def test_the_context_is_the_trained_length_where_the_checkpoint_says_it(tiny):
     is cut to it, never past its positions, and a bad value is ignored."""
     from dataclasses import replace
 
-    from engine.local import LocalEngine
+    from engine.decoding.local import LocalEngine
 
     positions = tiny.config.max_position_embeddings
     for extra, context in (({}, positions), ({"trained_context": 64}, 64),
@@ -448,7 +448,7 @@ def test_rows_that_stopped_leave_the_batch_and_the_others_draw_the_same_tokens(t
 
 
 def test_a_row_the_caller_calls_ended_stops_with_its_tokens_so_far(tiny):
-    """`ended` (a FIM fill past its span, engine.scope.span_ended) ends a row at the end of a
+    """`ended` (a FIM fill past its span, engine.fill.scope.span_ended) ends a row at the end of a
     block: its tokens so far are returned, as they were drawn, with the reason `length`."""
     args = dict(n=3, max_tokens=20, sampling=Sampling(temperature=1.0, seed=11), stop_ids=[])
     free = decode(tiny, prompt(8), **args)
@@ -459,11 +459,11 @@ def test_a_row_the_caller_calls_ended_stops_with_its_tokens_so_far(tiny):
 
 
 def test_a_prompt_that_starts_as_the_last_one_prefills_only_the_blocks_that_differ(tiny):
-    """engine.fast_paths.PromptKeys: a fill's next decode (a few tokens added at the prompt's end)
+    """engine.decoding.paths.PromptKeys: a fill's next decode (a few tokens added at the prompt's end)
     reuses the whole blocks the prompts share, and decodes what a fresh prefill decodes."""
     from dataclasses import replace
 
-    from engine.fast_paths import PromptKeys
+    from engine.decoding.paths import PromptKeys
 
     first, longer = prompt(13), prompt(13) + [5, 6, 7, 8, 9]
     other = [999] + longer[1:]

@@ -1,5 +1,5 @@
-"""The engine's decode attention kernel (engine.decode_attention), on the CPU through Triton's
-interpreter: against SDPA (engine.model.grouped_attention) for the shapes a decoding step has
+"""The engine's decode attention kernel (engine.model.decode_attention), on the CPU through Triton's
+interpreter: against SDPA (engine.model.sdar.grouped_attention) for the shapes a decoding step has
 (grouped query heads, a window of 4 to 16 tokens, a cache longer than the sequence and not a
 whole number of tiles, a mask per batch row), and the `static-decode` path's tokens against
 the eager `cached` path's. Triton comes with torch's CUDA builds; where it is not installed
@@ -44,8 +44,8 @@ def _interpreted(code: str, timeout: float = 900.0) -> str:
 def test_the_kernel_is_sdpa_for_every_shape_of_a_step():
     out = _interpreted("""
         import torch
-        from engine.decode_attention import decode_attention, kv_lengths
-        from engine.model import block_causal_mask, grouped_attention
+        from engine.model.decode_attention import decode_attention, kv_lengths
+        from engine.model.sdar import block_causal_mask, grouped_attention
 
         torch.manual_seed(0)
         cases = [  # (batch, query heads, kv heads, tokens, head dim, cache, first position, block, mask per row)
@@ -88,8 +88,8 @@ def test_the_fused_kernel_is_the_models_norms_rope_cache_write_and_attention(dty
 def test_kv_lengths_is_one_past_the_last_key_any_row_may_see():
     import torch
 
-    from engine.decode_attention import kv_lengths
-    from engine.model import block_causal_mask
+    from engine.model.decode_attention import kv_lengths
+    from engine.model.sdar import block_causal_mask
 
     mask = block_causal_mask(torch.arange(8, 12), torch.arange(64), 4)
     assert kv_lengths(mask).tolist() == [12]
@@ -103,7 +103,7 @@ def test_the_static_decode_path_gives_the_cached_paths_tokens():
     out = _interpreted("""
         import torch
 
-        from engine.decode import decode
+        from engine.decoding.decode import decode
         from engine.types import Sampling
         from tests.engine.conftest import random_model, tiny_sdar_config
 
@@ -122,7 +122,7 @@ def test_the_static_decode_path_gives_the_cached_paths_tokens():
 
 @pytest.mark.skipif(_triton() is None, reason="Triton is installed here: the path runs (the tests above)")
 def test_without_triton_the_decode_paths_say_why():
-    from engine.fast_paths import make_forward
+    from engine.decoding.paths import make_forward
     from engine.types import EngineError
 
     from tests.engine.conftest import random_model, tiny_sdar_config

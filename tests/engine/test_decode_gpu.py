@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.decode import decode
-from engine.loading import load_checkpoint
+from engine.decoding.decode import decode
+from engine.model.loading import load_checkpoint
 from engine.types import Sampling
 
 from .conftest import random_model, tiny_sdar_config
@@ -124,9 +124,9 @@ def test_a_block_waits_for_the_device_once_not_per_step(request, path):
 
 
 def test_the_default_path_on_a_gpu_is_skinny_and_it_gives_the_plain_paths_tokens(gpu_model16):
-    """engine.fast_paths.default_path: `skinny` on a GPU with Triton (as torch's CUDA builds
+    """engine.decoding.paths.default_path: `skinny` on a GPU with Triton (as torch's CUDA builds
     bring it) and CuPy, and the engine's default decoding gives the eager path's tokens."""
-    from engine.fast_paths import GPU_DEFAULT, default_path
+    from engine.decoding.paths import GPU_DEFAULT, default_path
 
     assert default_path(gpu_model16) == GPU_DEFAULT == "skinny"
     ids = prompt(50)
@@ -138,8 +138,8 @@ def test_the_default_path_on_a_gpu_is_skinny_and_it_gives_the_plain_paths_tokens
 def test_the_engine_keeps_its_default_path_after_warm_up(gpu_model16):
     """LocalEngine.warm_up compiles, captures and checks the default path for 1 and 8
     candidates and keeps it (a failure there hands over to a slower path, silently fast)."""
-    from engine.fast_paths import GPU_DEFAULT
-    from engine.local import LocalEngine
+    from engine.decoding.paths import GPU_DEFAULT
+    from engine.decoding.local import LocalEngine
 
     engine = LocalEngine(gpu_model16, tokenizer=None, config=gpu_model16.config, name="tiny16")
     said = []

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import engine
-from engine import prompts
-from engine.decode import decode
+from engine.decoding import prompts
+from engine.decoding.decode import decode
 from engine.types import EngineError, Sampling
 
 
@@ -90,7 +90,7 @@ def test_the_default_preset_is_not_dice(tiny_sdar, dice_reference):
 
 
 def test_a_model_that_predicts_the_mask_gets_a_clear_error(dice_reference):
-    from engine.loading import load_checkpoint
+    from engine.model.loading import load_checkpoint
 
     model, _, config = load_checkpoint(dice_reference / "tiny-sdar", "cpu", torch.float32)
     # A real head whose every answer is the mask token: DICE's decoder commits it and never

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from engine.loading import config_from_json, config_to_json, load_checkpoint, load_config, load_tokenizer, save_checkpoint
+from engine.model.loading import config_from_json, config_to_json, load_checkpoint, load_config, load_tokenizer, save_checkpoint
 from engine.types import EngineError
 
 from .conftest import random_model, tiny_sdar_config

@@ -1,5 +1,5 @@
-"""Proof that engine.model is SDAR, not a look-alike: on the same random weights, written by
-transformers as a (sharded) checkpoint and loaded through engine.loading, the logits equal
+"""Proof that engine.model.sdar is SDAR, not a look-alike: on the same random weights, written by
+transformers as a (sharded) checkpoint and loaded through engine.model.loading, the logits equal
 transformers' own Qwen3ForCausalLM, causal with block_size=1 and under the equivalent 4-D
 block-causal mask with block_size=4."""
 
@@ -10,12 +10,12 @@ import json
 import pytest
 import torch
 
-from engine.loading import load_checkpoint
-from engine.model import block_causal_mask
+from engine.model.loading import load_checkpoint
+from engine.model.sdar import block_causal_mask
 
 from .conftest import copy_tokenizer
 
-# The SDAR tokenizer's 151670 tokens must fit the embedding table (engine.loading refuses a
+# The SDAR tokenizer's 151670 tokens must fit the embedding table (engine.model.loading refuses a
 # tokenizer larger than the vocabulary); the test ids stay below 512.
 VOCAB = 151680
 
@@ -97,7 +97,7 @@ def test_explicit_mask_and_positions_replace_the_default(tmp_path, sdar_tokenize
 def test_stacked_projections_change_nothing_but_the_matmuls(tmp_path, sdar_tokenizer_dir):
     """The model's qkv_proj and gate_up_proj hold the checkpoint's q/k/v and gate/up rows, and
     give them back under the checkpoint's names (what save_checkpoint writes)."""
-    from engine.loading import checkpoint_weights
+    from engine.model.loading import checkpoint_weights
 
     reference = qwen3_checkpoint(tmp_path, sdar_tokenizer_dir, block_size=1, tied=False)
     model, _, _ = load_checkpoint(tmp_path, "cpu", torch.float32)
@@ -124,7 +124,7 @@ def test_stacked_projections_change_nothing_but_the_matmuls(tmp_path, sdar_token
 )
 def test_rope_scaling_equals_qwen3(tmp_path, sdar_tokenizer_dir, scaling, length):
     """Each rope_scaling type against transformers' Qwen3 with that config, on the same
-    random weights loaded through engine.loading (logits far apart without the scaling)."""
+    random weights loaded through engine.model.loading (logits far apart without the scaling)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine import prompts
+from engine.decoding import prompts
 
 
 def test_fim_prompt_puts_the_suffix_first():
@@ -71,7 +71,7 @@ def test_tasks_map_answers_to_candidate_text():
 
 
 def test_fim_answer_that_runs_on_into_the_suffix_is_cut_where_the_suffix_starts():
-    from engine.prompts import infill_task, trim_suffix_overlap
+    from engine.decoding.prompts import infill_task, trim_suffix_overlap
 
     suffix = "\n    }\n}\n"
     # The small model writes the right statement, then copies the closing braces.

@@ -1,13 +1,13 @@
-"""Ranking of sampled FIM fills: in the selection's shape and scope first (engine.scope,
-engine.local.rank_in_scope), and LocalEngine drawing extra candidates to rank."""
+"""Ranking of sampled FIM fills: in the selection's shape and scope first (engine.fill.scope,
+engine.decoding.local.rank_in_scope), and LocalEngine drawing extra candidates to rank."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
+from engine.decoding.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
                           USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
-from engine.scope import (balanced, closes_in_context, cut_to_span, declaration_types, declared_names, file_names,
+from engine.fill.scope import (balanced, closes_in_context, cut_to_span, declaration_types, declared_names, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, must_close,
                           needed_names, redeclared, renamed_declaration, scope_of, span_ended, starts_statement,
                           type_family, uninitialized_declaration, unknown_names, usage_type, without_type)
@@ -77,7 +77,7 @@ def test_a_selected_line_that_opens_a_block_is_filled_by_one_that_does():
     for line in ("} else {", "}"):
         at = code.index(line)
         assert fits_span(line, code[:at], code[at + len(line):]), line
-    # Only where the file lacks a closing bracket may a fill start with one (engine.local bans it
+    # Only where the file lacks a closing bracket may a fill start with one (engine.decoding.local bans it
     # elsewhere: the small model closes the block at its last statement instead of filling it).
     assert must_close(code[:code.index("}\n}")], code[code.index("}\n}") + 1:])
     assert not must_close(IF_PREFIX, IF_SUFFIX) and not must_close(PREFIX, SUFFIX)
@@ -214,11 +214,11 @@ def test_a_fill_that_repeats_the_code_after_the_selection_is_cut_before_it():
 
 
 def test_an_ended_answer_gives_the_same_fill_however_it_goes_on():
-    """engine.scope.span_ended: once it says an answer is ended, what the model would write next
+    """engine.fill.scope.span_ended: once it says an answer is ended, what the model would write next
     cannot change the fill (trim_suffix_overlap, then cut_to_span; whitespace aside), so its
     decoding stops there. Checked for a selection inside one line (the saxpy statement) and one
     of whole lines (a block body), over continuations that repeat the suffix, run on, or stop."""
-    from engine.prompts import trim_suffix_overlap
+    from engine.decoding.prompts import trim_suffix_overlap
 
     body_prefix, body_suffix = "__global__ void k(float* y, int n) {\n", "}\n\nint main() { return 0; }\n"
     body = "    int i = threadIdx.x;\n    if (i < n) {\n        y[i] = 0.0f;\n    }\n"
@@ -340,7 +340,7 @@ def test_no_declaration_is_started_when_the_draw_declares_the_needed_name(tiny_f
     assert len(seen) == 1 and set(out) == {"int count = n;", "const int count = 2 * n;"}
 
 
-# The type a needed name is used as after the selection (engine.scope.usage_type), and what the
+# The type a needed name is used as after the selection (engine.fill.scope.usage_type), and what the
 # engine does with it: declarations started with it, candidates of another family ranked lower.
 
 FLAG_KERNEL = "__global__ void mark(const int64_t *row, bool *out, int64_t n) {\n  const int64_t t = threadIdx.x;\n  "
@@ -498,7 +498,7 @@ FUNC_SUFFIX = "\n}\n"
 
 
 def test_unused_names_are_the_function_names_read_nowhere_around_the_selection():
-    from engine.scope import function_start, unused_names
+    from engine.fill.scope import function_start, unused_names
 
     # a, minval and denom appear only where they are declared: the selection is where they are read.
     assert unused_names(FUNC_PREFIX, FUNC_SUFFIX) == {"a", "minval", "denom"}
@@ -512,7 +512,7 @@ def test_unused_names_are_the_function_names_read_nowhere_around_the_selection()
 
 
 def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
-    from engine.scope import renamed_invented
+    from engine.fill.scope import renamed_invented
 
     assert renamed_invented("a[idx] = (a[idx] - minval) / scale;", FUNC_PREFIX, FUNC_SUFFIX) == \
         "a[idx] = (a[idx] - minval) / denom;"
@@ -528,7 +528,7 @@ def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
 
 
 def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile():
-    from engine.scope import misuses_builtins
+    from engine.fill.scope import misuses_builtins
 
     assert misuses_builtins("int x = blockDim.xg;") and misuses_builtins("__host__();")
     assert not misuses_builtins("int y = gridDim.y * blockDim.x;") and not misuses_builtins("// blockDim.w")
@@ -539,7 +539,7 @@ def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile
 
 
 def test_an_invented_type_is_not_renamed_to_an_unused_value():
-    from engine.scope import renamed_invented
+    from engine.fill.scope import renamed_invented
 
     for fill in ("a[idx] = (scalar_t)a[idx] / minval;", "a[idx] = static_cast<real>(a[idx]) / minval;",
                  "a[idx] = a[idx] / minval; real *p = a;"):

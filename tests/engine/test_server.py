@@ -16,9 +16,9 @@ import time
 import pytest
 
 import engine
-from engine.client import AsyncEngine
-from engine.frames import HEADER, encode_frame, read_frame
-from engine.server import (HELLO_TIMEOUT_S, MAX_HELLO, MAX_UNAUTHENTICATED_PER_ADDRESS, TOO_MANY,
+from engine.serving.client import AsyncEngine
+from engine.serving.frames import HEADER, encode_frame, read_frame
+from engine.serving.server import (HELLO_TIMEOUT_S, MAX_HELLO, MAX_UNAUTHENTICATED_PER_ADDRESS, TOO_MANY,
                            token_matches)
 from engine.types import Cancelled, EngineError
 
@@ -243,9 +243,9 @@ def test_a_broken_checkpoint_gets_the_message_fill_gets(tmp_path, tiny_checkpoin
 
 
 def test_a_listener_that_never_answers_is_an_error_not_a_hang(monkeypatch):
-    import engine.client
+    import engine.serving.client
 
-    monkeypatch.setattr(engine.client, "READY_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(engine.serving.client, "READY_TIMEOUT_S", 1.0, raising=False)
     with socket.socket() as silent:  # the kernel accepts connections for it; it never says a word
         silent.bind(("127.0.0.1", 0))
         silent.listen()
@@ -261,9 +261,9 @@ def test_a_listener_that_never_answers_is_an_error_not_a_hang(monkeypatch):
 
 
 def test_a_listener_that_never_accepts_is_an_error_not_a_hang(monkeypatch):
-    import engine.client
+    import engine.serving.client
 
-    monkeypatch.setattr(engine.client, "CONNECT_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(engine.serving.client, "CONNECT_TIMEOUT_S", 1.0, raising=False)
     with socket.socket() as full:
         full.bind(("127.0.0.1", 0))
         full.listen(0)  # never accepts: once its queue is full, connections hang in SYN_SENT

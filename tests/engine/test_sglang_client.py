@@ -16,8 +16,8 @@ import time
 import pytest
 
 import engine
-from engine import prompts
-from engine.sglang import (DICE_DLLM_ALGORITHM, DICE_DLLM_CONFIG, MASK_TOKEN, abort_request, candidate_from_output,
+from engine.decoding import prompts
+from engine.serving.sglang import (DICE_DLLM_ALGORITHM, DICE_DLLM_CONFIG, MASK_TOKEN, abort_request, candidate_from_output,
                            dllm_config_yaml, generate_request, last_output, launch_command, stream_events)
 from engine.types import Cancelled, EngineError, Sampling
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import skinny
-from engine.fast_paths import FALLBACK, FAST_PATHS, PATHS, make_forward
+from engine.model import skinny
+from engine.decoding.paths import FALLBACK, FAST_PATHS, PATHS, make_forward
 from engine.types import EngineError
 
 from .conftest import random_model, tiny_sdar_config

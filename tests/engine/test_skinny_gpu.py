@@ -1,4 +1,4 @@
-"""On the GPU: the engine's kernel for a step's projections (engine.skinny) computes x @ W^T
+"""On the GPU: the engine's kernel for a step's projections (engine.model.skinny) computes x @ W^T
 as well as cuBLAS does, for every shape, tile choice and layout the engine gives it, and the
 `skinny` decoding path that uses it agrees with the plain path."""
 
@@ -8,14 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.decode import check_agreement, decode
+from engine.decoding.decode import check_agreement, decode
 from engine.types import Sampling
 
 from .conftest import random_model, tiny_sdar_config
 
 pytestmark = pytest.mark.gpu
 
-skinny = pytest.importorskip("engine.skinny")
+skinny = pytest.importorskip("engine.model.skinny")
 if skinny.available() is not None:
     pytest.skip(skinny.available(), allow_module_level=True)
 
@@ -65,7 +65,7 @@ def test_the_glu_form_is_silu_of_gate_times_up(dtype, m, i, k, warps):
 
 
 def rms_norm(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    from engine.model import RMSNorm
+    from engine.model.sdar import RMSNorm
 
     norm = RMSNorm(h.shape[-1], 1e-6).to(h.device)
     norm.weight.data = weight
@@ -167,7 +167,7 @@ def test_what_the_kernel_does_not_take_goes_to_f_linear(monkeypatch):
     assert skinny.usable(x16, torch.randn(64, 64, device="cuda", dtype=torch.bfloat16), glu=True)
     assert not skinny.usable(x16, torch.randn(48, 64, device="cuda", dtype=torch.bfloat16), glu=True)  # N % 32
     assert not skinny.usable(torch.randn(4, 64, dtype=torch.bfloat16), w16.cpu())  # CPU
-    # A shape where cuBLAS was measured faster (None in engine.skinny.TUNED) stays with cuBLAS.
+    # A shape where cuBLAS was measured faster (None in engine.model.skinny.TUNED) stays with cuBLAS.
     x, gate_up = (torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16),
                   torch.randn(12288, 2048, device="cuda", dtype=torch.bfloat16))
     assert skinny.usable(x, gate_up)

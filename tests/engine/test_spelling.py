@@ -1,13 +1,13 @@
-"""Fills spelt the way their file spells things (engine.spelling), and LocalEngine handing
+"""Fills spelt the way their file spells things (engine.fill.spelling), and LocalEngine handing
 the user its candidates in that spelling."""
 
 from __future__ import annotations
 
 import json
 
-from engine import spelling
-from engine.local import LocalEngine
-from engine.spelling import prior, prior_choice, respelled
+from engine.fill import spelling
+from engine.decoding.local import LocalEngine
+from engine.fill.spelling import prior, prior_choice, respelled
 from engine.types import Candidate
 
 # Two kernels of one file: the first writes its thread index with blockDim first and updates

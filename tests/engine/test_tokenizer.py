@@ -1,12 +1,12 @@
-"""engine.tokenizer reads tokenizer.json without transformers and must encode and decode as
+"""engine.model.tokenizer reads tokenizer.json without transformers and must encode and decode as
 transformers' fast tokenizer does on the same file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.loading import load_config, load_tokenizer
-from engine.tokenizer import JsonTokenizer
+from engine.model.loading import load_config, load_tokenizer
+from engine.model.tokenizer import JsonTokenizer
 
 BUILTIN = Path(__file__).resolve().parents[2] / "engine" / "builtin"
 

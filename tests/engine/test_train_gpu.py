@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.fim_data import PAD_DOC, ROLE_CONTEXT, ROLE_END, ROLE_MIDDLE, Batch
-from engine.loading import config_from_json
-from engine.model import SDARForCausalLM
-from engine.train import TrainSettings, diffusion_loss, role_weights
+from engine.training.fim_data import PAD_DOC, ROLE_CONTEXT, ROLE_END, ROLE_MIDDLE, Batch
+from engine.model.loading import config_from_json
+from engine.model.sdar import SDARForCausalLM
+from engine.training.train import TrainSettings, diffusion_loss, role_weights
 
 from .test_builtin_train import _packed_docs
 

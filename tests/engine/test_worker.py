@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from engine.client import AsyncEngine
-from engine.frames import HEADER, encode_frame, read_frame
+from engine.serving.client import AsyncEngine
+from engine.serving.frames import HEADER, encode_frame, read_frame
 from engine.types import EngineError, EngineGone
 
 pytestmark = pytest.mark.timeout(120)
@@ -85,7 +85,7 @@ def test_missing_model_is_a_clear_error_not_a_hang(tmp_path):
 
 def test_malformed_messages_get_errors_and_the_worker_keeps_serving(tiny_checkpoint):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.worker", "--model", str(tiny_checkpoint), "--device", "cpu"],
+        [sys.executable, "-m", "engine.serving.worker", "--model", str(tiny_checkpoint), "--device", "cpu"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env(),
     )
     try:

@@ -1,4 +1,4 @@
-"""The forward paths engine.decode can run: how a step's logits are computed. They give the
+"""The forward paths engine.decoding.decode can run: how a step's logits are computed. They give the
 same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on a GPU).
 
 - `recompute`: the whole sequence through the model at every step; the reference.
@@ -11,22 +11,22 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
 - `compiled`: `graphs` with the model torch.compile'd inside the graph, fusing its small
   kernels.
 - `flex`: `compiled` with attention through flex_attention over a block mask
-  (engine.model.flex_block_mask), which reads only the cache tiles up to the current block.
+  (engine.model.sdar.flex_block_mask), which reads only the cache tiles up to the current block.
   The default on a GPU from 2026-12-03 to 12-04: 2.90 ms a batch-1 step of the DICE-1.7B
   shape on the H200 against 3.82 for `compiled` and 5.87 for `graphs`, the same tokens
-  (docs/benchmarks.md). Its kernel is flex_attention's general one (engine.model.FLEX_KERNEL_OPTIONS): with torch
+  (docs/benchmarks.md). Its kernel is flex_attention's general one (engine.model.sdar.FLEX_KERNEL_OPTIONS): with torch
   2.11 the split-KV decoding kernel that flex picks for a few query rows gives wrong logits
   here (scripts/flex_diag.py), and the engine's warm-up refuses any path whose step disagrees
-  with the plain one (engine.decode.check_agreement).
+  with the plain one (engine.decoding.decode.check_agreement).
 - `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
 - `decode`: `compiled` with the step's attention through the engine's own split-KV kernel
-  (engine.decode_attention: Triton), which spreads a few query rows over the cache across the
+  (engine.model.decode_attention: Triton), which spreads a few query rows over the cache across the
   GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
   since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 2.94 for
   `flex` and 5.78 for `graphs` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
   eagerly (on the CPU through Triton's interpreter, in the tests).
 - `skinny`: `decode` with a batch-1 step's projections through the engine's own kernel for a
-  few rows (engine.skinny: CUDA through CuPy, tensor cores, split over K inside a thread
+  few rows (engine.model.skinny: CUDA through CuPy, tensor cores, split over K inside a thread
   block), where it was measured faster than cuBLAS; bf16/fp16 only (an fp32 model runs
   `decode`'s products). The default on a GPU: 1.885 ms a
   batch-1 step of the DICE-1.7B shape on the H200 against 2.096 for `decode` in the same run,
@@ -35,7 +35,7 @@ same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
 of two of at least MIN_CACHE positions, so a compiled step is compiled once per (batch, cache)
-bucket and never per prompt length (the prompt itself always runs eagerly). engine.decode's
+bucket and never per prompt length (the prompt itself always runs eagerly). engine.decoding.decode's
 warm_up pays the compilation and capture of the common buckets when the model is loaded.
 """
 
@@ -47,7 +47,7 @@ from typing import Protocol
 
 import torch
 
-from engine.model import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
+from engine.model.sdar import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
 from engine.types import EngineError
 
 PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode",
@@ -55,7 +55,7 @@ PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graph
 FAST_PATHS = ("graphs", "compiled", "flex", "decode", "skinny")  # the GPU-only ones
 # The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
 # and the editor's GPU tests with it, 2026-12-04). Its first use costs ~30 s of compilation for
-# one candidate and ~20 s for the 8-row bucket, paid at load (engine.decode.warm_up), and kept
+# one candidate and ~20 s for the 8-row bucket, paid at load (engine.decoding.decode.warm_up), and kept
 # by inductor's cache for the next load.
 GPU_DEFAULT = "skinny"
 # Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
@@ -83,7 +83,7 @@ class ForwardPath(Protocol):
 class PromptKeys:
     """The keys and values of the last prompt a fill prefilled (its whole blocks, one row), so
     that the fill's next decode, whose prompt starts with the same tokens, prefills only the
-    blocks that differ. A fill decodes several times on one prompt (engine.local: its draws, the
+    blocks that differ. A fill decodes several times on one prompt (engine.decoding.local: its draws, the
     declarations `TYPE NAME =` and the repairs add a few tokens at the prompt's end), and on a
     CPU each whole-file prefill took ~0.8 s of a 2-12 s fill. Under block-causal attention a
     position's keys depend on every token up to the end of its block, so only whole blocks
@@ -357,8 +357,8 @@ def default_path(model: SDARForCausalLM) -> str:
     products: the kernel takes bf16 and fp16.)"""
     if model.lm_head.weight.device.type != "cuda":
         return "cached"
-    from engine.decode_attention import available
-    from engine.skinny import available as skinny_available
+    from engine.model.decode_attention import available
+    from engine.model.skinny import available as skinny_available
 
     if available() is not None:
         return "graphs"
@@ -384,7 +384,7 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         raise EngineError(f"the {path!r} decoding path needs a head dimension of at least 16, a power of two "
                           f"(this model's is {model.config.head_dim})")
     if attention == "decode":
-        from engine.decode_attention import available
+        from engine.model.decode_attention import available
 
         _require(path, available())
     weight = model.lm_head.weight
@@ -397,7 +397,7 @@ def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_s
         raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
     projections = PATH_PROJECTIONS.get(path, "linear")
     if projections == "skinny":
-        from engine.skinny import available
+        from engine.model.skinny import available
 
         _require(path, available())
     return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention,

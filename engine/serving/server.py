@@ -1,6 +1,6 @@
 """`dice engine serve`: the engine over TCP, so that an editor on a laptop can use a GPU box.
 
-The protocol is the worker's (engine.frames) after a hello: the client's first message is
+The protocol is the worker's (engine.serving.frames) after a hello: the client's first message is
 {"op": "hello", "token"}; a wrong token ends the connection. Loopback by default; any other
 address needs a shared token (--token or DICE_ENGINE_TOKEN), because whoever reaches the
 port can make the GPU work. Connections are served side by side; jobs take the GPU in turn.
@@ -23,9 +23,9 @@ import threading
 import time
 from dataclasses import asdict
 
-from engine.base import report_to_stderr
-from engine.frames import HEADER, FrameError, decode_payload, encode_frame, frame_length
-from engine.service import FrameWriter, error_message, serve
+from engine.decoding.base import report_to_stderr
+from engine.serving.frames import HEADER, FrameError, decode_payload, encode_frame, frame_length
+from engine.serving.service import FrameWriter, error_message, serve
 
 # Before the token is checked a client is a stranger: its hello must be small and arrive
 # whole within a deadline, and only a few strangers are served at a time, so that strangers

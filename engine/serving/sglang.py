@@ -2,7 +2,7 @@
 `/generate` API (a server, or SGLang's router before data-parallel replicas, started with a
 DICE checkpoint; SGLang runs the block diffusion).
 
-The prompts and the extraction are the local engine's (engine.prompts tasks), through SDAR's
+The prompts and the extraction are the local engine's (engine.decoding.prompts tasks), through SDAR's
 chat template. Each candidate is a request of its own (one prompt, its own request id), all
 in flight at once, so that the server's scheduler and the router spread them; each streams
 (SGLang's default, cumulative: every chunk holds the whole text so far), which gives progress
@@ -34,8 +34,8 @@ import time
 from typing import Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
-from engine import prompts
-from engine.base import CancelFn, EngineBase, ProgressFn, request_task
+from engine.decoding import prompts
+from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, Progress, Request, Sampling
 
 CANCEL_POLL_S = 0.1

@@ -6,7 +6,7 @@ query rows): at batch 1, a handful of blocks for the whole GPU, each reading the
 (0.79 ms of each step of the DICE-1.7B shape on the H200, 2026-12-02). flex_attention's own
 split-KV kernel, which it picks for a few query rows, gives wrong logits in this model with
 torch 2.11 (scripts/flex_diag.py). This is the engine's own, in two Triton kernels
-(engine.decode_attention_kernels):
+(engine.model.decode_attention_kernels):
 
 - `_partial`: one program per (batch row, key/value head, split of SPLIT keys). It reads the
   query rows of every query head that shares that key/value head (GROUP x T rows, so each key
@@ -65,7 +65,7 @@ def available() -> str | None:
 
 class Window(NamedTuple):
     """What the fused kernel needs to turn a step's qkv projection into its q, k and v: the
-    q/k RMSNorm weights, RoPE's cos/sin [B, 1, T, D] (engine.model.rotary_cos_sin), the
+    q/k RMSNorm weights, RoPE's cos/sin [B, 1, T, D] (engine.model.sdar.rotary_cos_sin), the
     window's positions [T] (distinct, below the cache's length) and the norms' eps."""
 
     q_weight: torch.Tensor
@@ -84,7 +84,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     `window`, q is the step's qkv projection [B, T, (H + 2 KV) D] and k, v the whole cache."""
     import triton
 
-    from engine.decode_attention_kernels import _combine, _partial
+    from engine.model.decode_attention_kernels import _combine, _partial
 
     kv_heads, d = k.shape[1], k.shape[3]
     if window is None:

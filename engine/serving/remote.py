@@ -7,8 +7,8 @@ and cancels the job on the server between steps) and closes.
 from __future__ import annotations
 
 import asyncio
-from engine.base import CancelFn, EngineBase, ProgressFn
-from engine.client import AsyncEngine, parse_dice_url
+from engine.decoding.base import CancelFn, EngineBase, ProgressFn
+from engine.serving.client import AsyncEngine, parse_dice_url
 from engine.types import Candidate, EngineInfo, Request
 
 

@@ -13,33 +13,33 @@ from typing import Callable
 
 import torch
 
-from engine.base import CancelFn, EngineBase, ProgressFn, request_task
-from engine.context import fit_infill, prompt_budget
-from engine.decode import decode, warm_up
-from engine.fast_paths import FALLBACK, FAST_PATHS, PromptKeys, default_path
-from engine.loading import load_checkpoint
-from engine.model import SDARConfig, SDARForCausalLM
-from engine.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
+from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
+from engine.decoding.context import fit_infill, prompt_budget
+from engine.decoding.decode import decode, warm_up
+from engine.decoding.paths import FALLBACK, FAST_PATHS, PromptKeys, default_path
+from engine.model.loading import load_checkpoint
+from engine.model.sdar import SDARConfig, SDARForCausalLM
+from engine.fill.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
                           must_close, needed_names, redeclared, renamed, renamed_declaration, renamed_invented,
                           scope_of, span_ended, starts_statement, type_family, uninitialized_declaration,
                           unknown_names, usage_type, without_type)
-from engine.spelling import code_tokens, respelled
+from engine.fill.spelling import code_tokens, respelled
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
 # A sampled FIM fill draws this many times the candidates asked for and keeps the best
-# ranked (engine.scope): a small model often invents a name, and a candidate that cannot
+# ranked (engine.fill.scope): a small model often invents a name, and a candidate that cannot
 # compile is a wasted slot for the user.
 FIM_OVERSAMPLE = 2
-# When the code after the selection uses a name that nothing declares (engine.scope.needed_names)
+# When the code after the selection uses a name that nothing declares (engine.fill.scope.needed_names)
 # and the draw has too few candidates that declare it, the engine draws this many times n more,
 # each started with `TYPE NAME =` (the model then writes the initializer), in at most
 # DECLARE_TYPES types; such a continuation is a short expression.
 DECLARE_OVERSAMPLE = 2
 DECLARE_TYPES = 2
 # The share of those rows started with the type the code after uses the name as
-# (engine.scope.usage_type); the other type's rows are for a name whose uses misled it.
+# (engine.fill.scope.usage_type); the other type's rows are for a name whose uses misled it.
 USED_AS_SHARE = 0.75
 DECLARE_MAX_TOKENS = 32
 # A sampled fill whose draw (and declaration starts) would show a candidate out of the
@@ -47,7 +47,7 @@ DECLARE_MAX_TOKENS = 32
 # once, with the request's seed plus this.
 TOP_UP_SEED = 101
 # A sampled fill that still shows fewer than n good candidates (shows_bad_fills) and has drawn
-# candidates reading a name the file does not have (engine.scope.first_invented) draws, for the
+# candidates reading a name the file does not have (engine.fill.scope.first_invented) draws, for the
 # REPAIR_HEADS commonest of those candidates' texts before that name, REPAIR_ROWS short answers
 # that must start with a name of the file (NameStart), and puts each name so chosen in place of
 # the invented one (LocalEngine.scope_repairs). A small model writes the shape of a statement
@@ -56,7 +56,7 @@ REPAIR_HEADS = 2
 REPAIR_ROWS = 2
 REPAIR_SEED = 202
 REPAIR_MAX_TOKENS = 8   # a name's tokens; the draw is cut after its first name
-# A selection inside one line is filled with one line (engine.scope.cut_to_span drops the rest),
+# A selection inside one line is filled with one line (engine.fill.scope.cut_to_span drops the rest),
 # and a line of code is rarely longer than this: a candidate that runs on past its line stops here
 # instead of at max_tokens (on a CPU, the rows that run on set a batch's time).
 ONE_LINE_MAX_TOKENS = 40
@@ -76,12 +76,12 @@ class LocalEngine(EngineBase):
             # more than it saves (the built-in model decoded 3x slower with 2 threads than 1).
             torch.set_num_threads(1)
         # On a GPU, where an eager step is bound by kernel launches, the fastest path
-        # (engine.fast_paths.default_path); DICE_DECODE_PATH picks another (engine.fast_paths.PATHS),
+        # (engine.decoding.paths.default_path); DICE_DECODE_PATH picks another (engine.decoding.paths.PATHS),
         # e.g. flex or graphs, the defaults before decode, to compare.
         self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
-        # The prompt keys of the FIM fill being served (engine.fast_paths.PromptKeys): its
+        # The prompt keys of the FIM fill being served (engine.decoding.paths.PromptKeys): its
         # decodes share its prompt. Per request, not kept after it (a model of DICE's size would
-        # hold hundreds of MB). Requests run one at a time (engine.service).
+        # hold hundreds of MB). Requests run one at a time (engine.serving.service).
         self.kept: PromptKeys | None = None
 
     @classmethod
@@ -90,7 +90,7 @@ class LocalEngine(EngineBase):
         return cls(model, tokenizer, config, name or str(folder))
 
     def warm_up(self, report: Callable[[str], None]) -> None:
-        """Compile and capture the fast path's decoding step now (engine.decode.warm_up);
+        """Compile and capture the fast path's decoding step now (engine.decoding.decode.warm_up);
         a path that fails hands over to the next (FALLBACK), down to the eager `cached`."""
         while self.decode_path in FAST_PATHS:
             try:
@@ -108,8 +108,8 @@ class LocalEngine(EngineBase):
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         """The request's n answers; a FIM fill's candidates are cut to the selection's shape
-        (engine.scope.cut_to_span) and written as the file writes the same code, or where it
-        says nothing as most CUDA code writes it (engine.spelling),
+        (engine.fill.scope.cut_to_span) and written as the file writes the same code, or where it
+        says nothing as most CUDA code writes it (engine.fill.spelling),
         and a sampled one draws more and keeps the best ranked."""
         # Only a FIM fill decodes more than once on its prompt (a chat checkpoint's request is
         # one decode, whose keys would only be copied for nothing).
@@ -138,7 +138,7 @@ class LocalEngine(EngineBase):
                         drawn += self.fim_draw(more, FIM_OVERSAMPLE, on_progress, should_cancel)
                     if shows_bad_fills(drawn, request.prefix, request.suffix, request.n):
                         drawn += self.scope_repairs(request, drawn, on_progress, should_cancel)
-                # Each in the file's spelling (engine.spelling; the corpus's commoner one where
+                # Each in the file's spelling (engine.fill.spelling; the corpus's commoner one where
                 # the file says nothing): the same statement as the file writes it, and two
                 # spellings of one statement then count as one when ranked.
                 spelt = [replace(c, text=respelled(c.text, request.prefix, request.suffix)) for c in drawn]
@@ -150,14 +150,14 @@ class LocalEngine(EngineBase):
 
     def fim_draw(self, request: InfillRequest, times: int, on_progress: ProgressFn,
                  should_cancel: CancelFn) -> list[Candidate]:
-        """`times` x n candidates for a FIM fill, each cut to the selection (engine.scope.cut_to_span).
+        """`times` x n candidates for a FIM fill, each cut to the selection (engine.fill.scope.cut_to_span).
         One that reads a name of its own where the function has one it never uses
-        (engine.scope.renamed_invented) cannot compile as drawn: a sampled one is kept (it ranks
+        (engine.fill.scope.renamed_invented) cannot compile as drawn: a sampled one is kept (it ranks
         late) and a copy reading the function's name is added; a greedy one, the one answer, is
         renamed in place. No candidate starts with a closing bracket (closing_tokens): a fill has the
-        shape of a selection, whose brackets are balanced (engine.scope.fits_span), and the small
+        shape of a selection, whose brackets are balanced (engine.fill.scope.fits_span), and the small
         model, at the last statement of a block, often closes the block instead of filling it;
-        unless the file around the selection lacks a closing bracket (engine.scope.must_close: a
+        unless the file around the selection lacks a closing bracket (engine.fill.scope.must_close: a
         selected `}`)."""
         closing = () if must_close(request.prefix, request.suffix) else self.closing_tokens
         drawn = self.decode_batch(replace(request, n=request.n * times), on_progress, should_cancel,
@@ -172,15 +172,15 @@ class LocalEngine(EngineBase):
     def declaring_fills(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
                         should_cancel: CancelFn) -> list[Candidate]:
         """More candidates for a selection that must declare a name the code after it uses
-        (engine.scope.needed_names) when fewer than n distinct drawn ones declare it with a type
-        of the family the code after uses it as (engine.scope.usage_type): each starts with
+        (engine.fill.scope.needed_names) when fewer than n distinct drawn ones declare it with a type
+        of the family the code after uses it as (engine.fill.scope.usage_type): each starts with
         `TYPE NAME =` (declaration_types: the type it is used as, then the drawn candidates'
         types), the model writes the rest, and the statement gets its `;` if the model stopped
         before it. Written without the model, first: `TYPE a, b;` where the code after assigns
-        the names before it reads them (engine.scope.uninitialized_declaration), `TYPE x = 0;`
-        where it updates the name from itself (`x += v;`: engine.scope.initialized_declaration);
+        the names before it reads them (engine.fill.scope.uninitialized_declaration), `TYPE x = 0;`
+        where it updates the name from itself (`x += v;`: engine.fill.scope.initialized_declaration);
         and each drawn declaration of a name the file never mentions, renamed to declare the
-        needed one (engine.scope.renamed_declaration)."""
+        needed one (engine.fill.scope.renamed_declaration)."""
         prefix, suffix = request.prefix, request.suffix
         needed = needed_names(prefix, suffix)
         if not needed or not starts_statement(prefix):
@@ -227,7 +227,7 @@ class LocalEngine(EngineBase):
 
     def scope_repairs(self, request: InfillRequest, drawn: list[Candidate], on_progress: ProgressFn,
                       should_cancel: CancelFn) -> list[Candidate]:
-        """Drawn candidates that read a name the file does not have (engine.scope.first_invented),
+        """Drawn candidates that read a name the file does not have (engine.fill.scope.first_invented),
         with that name replaced by one the model chooses among the file's names: for the
         REPAIR_HEADS commonest texts before such a name, REPAIR_ROWS short draws that must start
         with a name of the file (NameStart: token by token among the names' tokens), each name
@@ -284,7 +284,7 @@ class LocalEngine(EngineBase):
                      ended: Callable[[str], bool] | None = None) -> list[Candidate]:
         """Decode the request's n answers as one batch (none starting with a `first_banned` token;
         each starting as `start_constraint` allows; each done once `ended` says so of its text:
-        engine.decode.decode)."""
+        engine.decoding.decode.decode)."""
         task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
@@ -315,7 +315,7 @@ class LocalEngine(EngineBase):
     def context(self) -> int:
         """The tokens a prompt and its answer may take: the model's positions, or fewer where the
         checkpoint says it was trained on shorter sequences (config `trained_context`, written by
-        engine.train: the built-in model saw 1024-token examples; past them its fills get worse,
+        engine.training.train: the built-in model saw 1024-token examples; past them its fills get worse,
         and slower)."""
         trained = self.config.extra.get("trained_context")
         positions = self.config.max_position_embeddings
@@ -323,7 +323,7 @@ class LocalEngine(EngineBase):
 
     def fit_to_context(self, request: InfillRequest) -> InfillRequest:
         """The request with prefix and suffix cut to the lines nearest the span when the whole
-        file does not fit the model's context (engine.context; `context`)."""
+        file does not fit the model's context (engine.decoding.context; `context`)."""
         def prompt_tokens(prefix: str, suffix: str) -> int:
             task = request_task(replace(request, prefix=prefix, suffix=suffix), self.config.prompt_format,
                                 self.tokenizer.chat_template)
@@ -343,7 +343,7 @@ class LocalEngine(EngineBase):
 
 
 class NameStart:
-    """engine.decode.decode's start_constraint for an answer that must start with one of some
+    """engine.decoding.decode.decode's start_constraint for an answer that must start with one of some
     names, each given as its tokens: a trie of them. Inside a name only the tokens that go on
     with one are allowed; after a whole name, a token that goes on with a longer name or one that
     does not start with a word character (`ln_ai` must not become `ln_aiii`); then the answer is
@@ -382,7 +382,7 @@ def normalized(text: str) -> str:
 
 
 def with_drawn_spellings(ranked: list[Candidate], drawn_as: dict[int, Candidate], n: int) -> list[Candidate]:
-    """The first n of `ranked` (candidates in the file's spelling, engine.spelling); where fewer
+    """The first n of `ranked` (candidates in the file's spelling, engine.fill.spelling); where fewer
     than n of them differ (whitespace aside), the model's own spelling of a rewritten one
     (`drawn_as`: each candidate's drawn text by id) takes a slot that a repeat would have
     taken: respelling merges twins, and the user still gets n different candidates where the
@@ -405,10 +405,10 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
     """Candidates reordered (stably): distinct ones first (whitespace aside); among them those
     in the shape of the selection, then those that can compile: names all in scope, the names
     the code after the selection needs declared, no name of the block declared again, no
-    built-in used as no code can (engine.scope); then those that declare the needed names with
-    a type of the family the code after uses them as (engine.scope.usage_type: `bool` for a
+    built-in used as no code can (engine.fill.scope); then those that declare the needed names with
+    a type of the family the code after uses them as (engine.fill.scope.usage_type: `bool` for a
     flag, not `int64_t`); then those that are no type twin of one ranked before them
-    (engine.scope.without_type: the slots go to different statements, not to `int i = e;`,
+    (engine.fill.scope.without_type: the slots go to different statements, not to `int i = e;`,
     `unsigned int i = e;` and `int i=e;`); then those that declare the needed names with the
     very type (const aside) the code after uses them as (`int` in a file of `int` values, not
     `unsigned int`); then those the model drew more often (the samples' agreement: the
@@ -440,7 +440,7 @@ def rank_in_scope(candidates: list[Candidate], prefix: str, suffix: str) -> list
 
 
 def can_compile(fill: str, prefix: str, suffix: str, scope: frozenset[str], needed: set[str]) -> bool:
-    """Nothing in `fill` says it cannot compile (engine.scope): its names are all in `scope` (or
+    """Nothing in `fill` says it cannot compile (engine.fill.scope): its names are all in `scope` (or
     declared by it), it declares the `needed` names, it declares no name of its block again,
     and it uses no built-in as no code can."""
     return not (unknown_names(fill, scope) or needed - declared_names(fill) or redeclared(fill, prefix, suffix)
@@ -460,8 +460,8 @@ def shows_bad_fills(candidates: list[Candidate], prefix: str, suffix: str, n: in
 
 
 def used_families(names, prefix: str, suffix: str) -> dict[str, str]:
-    """The type family (engine.scope.type_family) each needed name is used as after the
-    selection (engine.scope.usage_type), for those whose uses say."""
+    """The type family (engine.fill.scope.type_family) each needed name is used as after the
+    selection (engine.fill.scope.usage_type), for those whose uses say."""
     return {name: type_family(kind) for name in names if (kind := usage_type(name, prefix, suffix))}
 
 

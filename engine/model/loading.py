@@ -1,13 +1,13 @@
 """Checkpoint folders: config.json + safetensors (single or sharded) + the Qwen2 BPE tokenizer.
 
-Everything that knows a checkpoint's layout is here, so that engine.model holds only the
+Everything that knows a checkpoint's layout is here, so that engine.model.sdar holds only the
 math: config.json's keys (and where transformers 5 moved some), the settings the model does
 not implement, and the weights' names (a checkpoint's separate q/k/v and gate/up projections
 stacked into the model's `qkv_proj` and `gate_up_proj`, and split again when saving).
 
 Real SDAR/DICE folders name custom code in `auto_map`; we never run it (no
 trust_remote_code): the config is read as JSON, the weights as tensors, and the tokenizer
-from tokenizer.json (by `tokenizers`, engine.tokenizer) or by transformers' own Qwen2
+from tokenizer.json (by `tokenizers`, engine.model.tokenizer) or by transformers' own Qwen2
 tokenizer class from vocab.json + merges.txt + added_tokens.json.
 """
 
@@ -22,7 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from engine.model import ROPE_TYPES, SDARConfig, SDARForCausalLM, rope_type
+from engine.model.sdar import ROPE_TYPES, SDARConfig, SDARForCausalLM, rope_type
 from engine.types import EngineError
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -181,14 +181,14 @@ def load_config(folder: Path) -> SDARConfig:
 def load_tokenizer(folder: Path, config: SDARConfig):
     """The folder's tokenizer with the config's mask token set as mask_token: tokenizer.json
     exactly as written (any BPE, e.g. the built-in model's), read by `tokenizers` alone
-    (engine.tokenizer), else Qwen2's BPE rebuilt by transformers from vocab.json + merges.txt
+    (engine.model.tokenizer), else Qwen2's BPE rebuilt by transformers from vocab.json + merges.txt
     + added tokens."""
     has_json = (folder / "tokenizer.json").is_file()
     if not has_json and not ((folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()):
         raise EngineError(f"{folder}: no tokenizer (need tokenizer.json, or vocab.json + merges.txt)")
     try:
         if has_json:
-            from engine.tokenizer import JsonTokenizer
+            from engine.model.tokenizer import JsonTokenizer
 
             tokenizer = JsonTokenizer.from_folder(folder)
         else:

@@ -16,7 +16,7 @@ compiles it in a second on first use, no toolkit needed):
 - the warps' partial sums are added in shared memory, in a fixed order (deterministic), and
   rounded once to bf16/fp16 (round to nearest even), as cuBLAS rounds its fp32 sums.
 
-Two more forms serve a fused batch-1 step (engine.model.SDARForCausalLM.fuses_norms):
+Two more forms serve a fused batch-1 step (engine.model.sdar.SDARForCausalLM.fuses_norms):
 `residual_linear` adds the residual stream in the epilogue and writes each row's sum of squares
 over each block's 16 features; `norm_linear` applies RMSNorm to its input from those sums (the
 norm's weight multiplied in as x is loaded, 1 / rms applied to the fp32 sums), so the norm
@@ -27,7 +27,7 @@ it whole inside a compiled model and a CUDA graph captures its launch; `usable(x
 says when it applies (CUDA, bf16 or fp16, at most MAX_ROWS rows, shapes and alignment it
 handles; a shape measured slower than cuBLAS is left to cuBLAS (None in TUNED), a shape not
 measured takes the kernel with DEFAULT_CONFIG, the best or near it on every measured shape). The engine's `skinny`
-path uses it in its steps (engine.fast_paths); fp32 models and every other path keep F.linear.
+path uses it in its steps (engine.decoding.paths); fp32 models and every other path keep F.linear.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import sys
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from engine import hub
-from engine.frames import encode_frame, read_frame_async
-from engine.base import CancelFn, EngineBase, ProgressFn
+from engine.model import hub
+from engine.serving.frames import encode_frame, read_frame_async
+from engine.decoding.base import CancelFn, EngineBase, ProgressFn
 from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Request, request_to_wire
 
 STDERR_LINES = 40
@@ -109,7 +109,7 @@ class AsyncEngine(EngineBase):
             keep_alive(self._writer.get_extra_info("socket"))
             self._send({"op": "hello", "token": token})
             return reader
-        command = [sys.executable, "-m", "engine.worker", "--model", self.spec]
+        command = [sys.executable, "-m", "engine.serving.worker", "--model", self.spec]
         if self.device:
             command += ["--device", self.device]
         if self.dtype:

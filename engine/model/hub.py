@@ -18,14 +18,14 @@ from engine.types import EngineError
 # ORG/NAME as the Hub spells repository ids, optionally @REVISION (a branch, tag or commit).
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
 
-# What engine.loading reads from a checkpoint folder.
+# What engine.model.loading reads from a checkpoint folder.
 CHECKPOINT_FILES = [
     "config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
     "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "added_tokens.json",
     "special_tokens_map.json", "chat_template.jinja",
 ]
 
-MODEL_TYPES = ("sdar", "qwen3")  # as engine.loading.load_config accepts them
+MODEL_TYPES = ("sdar", "qwen3")  # as engine.model.loading.load_config accepts them
 
 
 def is_hub_id(spec: str) -> bool:

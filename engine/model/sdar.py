@@ -4,7 +4,7 @@ SDAR (and DICE, fine-tuned from it) is Qwen3 (q/k RMSNorm, SwiGLU, RoPE, grouped
 attention) whose attention is bidirectional inside a block of `block_size` tokens and causal
 across blocks. Module names copy Hugging Face's Qwen3, except that each layer's q/k/v
 projections are one matrix (`qkv_proj`) and so are gate/up (`gate_up_proj`): a decoding step
-then runs 4 larger matmuls per layer instead of 7. engine.loading maps a checkpoint's names
+then runs 4 larger matmuls per layer instead of 7. engine.model.loading maps a checkpoint's names
 (`model.layers.N.self_attn.q_proj.weight`, ...) to these and back, and reads config.json.
 
 Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, attention (with an optional
@@ -37,7 +37,7 @@ class SDARConfig:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
     # Qwen3's RoPE scaling: None, or {"rope_type": "linear" | "dynamic" | "yarn", "factor": ...}
-    # (rope_frequencies); other types are refused at load (engine.loading.unimplemented_settings).
+    # (rope_frequencies); other types are refused at load (engine.model.loading.unimplemented_settings).
     rope_scaling: dict[str, Any] | None = None
     max_position_embeddings: int = 32768
     tie_word_embeddings: bool = False
@@ -47,7 +47,7 @@ class SDARConfig:
     eos_token_id: int | list[int] | None = 151643
     pad_token_id: int | None = 151643
     # "chat": DICE/SDAR chat prompts through the chat template; "fim": the built-in model's
-    # fill-in-the-middle format (engine.prompts.fim_prompt).
+    # fill-in-the-middle format (engine.decoding.prompts.fim_prompt).
     prompt_format: str = "chat"
     torch_dtype: str | None = None
     # config.json's other keys, kept so that a checkpoint written back loses nothing.
@@ -199,7 +199,7 @@ class KVCache:
     def rows(self, n: int) -> "KVCache":
         """The first n rows, sharing this cache's storage (itself when n is all of them): the
         prompt is prefilled once, in row 0, for all rows; a batch padded to a bucket
-        (engine.fast_paths) runs some steps over the rows in use only."""
+        (engine.decoding.paths) runs some steps over the rows in use only."""
         if n == self.batch:
             return self
         return KVCache([k[:n] for k in self.keys], [v[:n] for v in self.values])
@@ -278,7 +278,7 @@ PROJECTION_KERNELS = ("linear", "skinny")
 class Residual(NamedTuple):
     """A fused step's hidden state (SDARForCausalLM.fuses_norms): h [B, T, H] and its rows' sums
     of squares in parts, part [P, B * T], as the skinny kernel's residual form writes them, so
-    that the next projection applies the RMSNorm itself (engine.skinny.norm_linear)."""
+    that the next projection applies the RMSNorm itself (engine.model.skinny.norm_linear)."""
 
     h: torch.Tensor
     part: torch.Tensor
@@ -293,20 +293,20 @@ class Normed(NamedTuple):
 
 def project(layer: nn.Linear, x: "torch.Tensor | Normed", projections: str,
             residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
-    """`layer(x)`, through the engine's kernel for a step's few rows (engine.skinny) when
+    """`layer(x)`, through the engine's kernel for a step's few rows (engine.model.skinny) when
     `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear.
     In a fused step (x a Normed, or a `residual` to add; only where fuses_norms said the
     kernel takes every product) the norm or the residual add is done by the kernel too."""
     if isinstance(x, Normed):
-        from engine import skinny
+        from engine.model import skinny
 
         return skinny.norm_linear(x.state.h, x.state.part, x.norm.weight, layer.weight, x.norm.eps)
     if residual is not None:
-        from engine import skinny
+        from engine.model import skinny
 
         return Residual(*skinny.residual_linear(x, layer.weight, residual))
     if projections == "skinny" and layer.bias is None:
-        from engine import skinny
+        from engine.model import skinny
 
         if skinny.usable(x, layer.weight):
             return skinny.linear(x, layer.weight)
@@ -314,8 +314,8 @@ def project(layer: nn.Linear, x: "torch.Tensor | Normed", projections: str,
 
 
 # A decoding step's fused kernels: the decode attention that applies q/k RMSNorm and RoPE and
-# writes the cache itself (engine.decode_attention.decode_step_attention), and the skinny
-# kernel's SwiGLU form (engine.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
+# writes the cache itself (engine.model.decode_attention.decode_step_attention), and the skinny
+# kernel's SwiGLU form (engine.model.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
 # kernels, to compare (benchmarks/engine_speed.py); read at import.
 FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
 # A batch-1 step's attention norms applied by the skinny kernel of the qkv projection, and the
@@ -333,14 +333,14 @@ FUSED_NORMS = FUSED_STEP and os.environ.get("DICE_FUSED_NORMS", "1") != "0"
 FUSED_MAX_BATCH = 1
 
 # Query rows (query heads per key/value head x tokens) up to which a step's attention goes
-# through the engine's decode kernel (engine.decode_attention); past it (a long first block),
+# through the engine's decode kernel (engine.model.decode_attention); past it (a long first block),
 # through SDPA.
 DECODE_MAX_ROWS = 128
 
 
 class DecodeMask(NamedTuple):
     """The mask of a step through the decode kernel, with its key lengths (computed once for
-    all layers; engine.decode_attention.kv_lengths)."""
+    all layers; engine.model.decode_attention.kv_lengths)."""
 
     mask: torch.Tensor
     kv_len: torch.Tensor
@@ -355,7 +355,7 @@ def decode_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     rows (SDPA past DECODE_MAX_ROWS)."""
     if q.shape[1] // k.shape[1] * q.shape[2] > DECODE_MAX_ROWS:
         return grouped_attention(q, k, v, mask.mask)
-    from engine.decode_attention import decode_attention
+    from engine.model.decode_attention import decode_attention
 
     return decode_attention(q, k, v, mask.mask, mask.kv_len)
 
@@ -372,7 +372,7 @@ class Attention(nn.Module):
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        # q, k and v rows stacked in one matrix (engine.loading stacks a checkpoint's three).
+        # q, k and v rows stacked in one matrix (engine.model.loading stacks a checkpoint's three).
         self.qkv_proj = nn.Linear(config.hidden_size, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -386,7 +386,7 @@ class Attention(nn.Module):
         if (FUSED_STEP and b <= FUSED_MAX_BATCH and isinstance(mask, DecodeMask) and kv is not None
                 and self.heads // self.kv_heads * t <= DECODE_MAX_ROWS):
             # The decode kernel's fused form: norms, RoPE and the cache write inside the attention.
-            from engine.decode_attention import decode_step_attention
+            from engine.model.decode_attention import decode_step_attention
 
             out = decode_step_attention(qkv, self.q_norm.weight, self.k_norm.weight, cos, sin, positions, *kv,
                                         mask.mask, mask.kv_len, self.heads, self.q_norm.eps)
@@ -416,7 +416,7 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        # gate and up rows stacked in one matrix (engine.loading stacks a checkpoint's two).
+        # gate and up rows stacked in one matrix (engine.model.loading stacks a checkpoint's two).
         self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
@@ -424,7 +424,7 @@ class MLP(nn.Module):
                 residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
         weight = self.gate_up_proj.weight
         if FUSED_STEP and projections == "skinny" and self.gate_up_proj.bias is None:
-            from engine import skinny
+            from engine.model import skinny
 
             if skinny.usable(x, weight, glu=True):  # the product and its activation in one kernel
                 return project(self.down_proj, skinny.glu_linear(x, weight), projections, residual)
@@ -443,7 +443,7 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, mask, kv=None, positions=None, projections="linear"):
         if isinstance(x, Residual):
             # A fused step: the attention's norm in its qkv projection, the MLP's residual add in
-            # its down projection (engine.model.FUSED_NORMS says why only those).
+            # its down projection (engine.model.sdar.FUSED_NORMS says why only those).
             x = x.h + self.self_attn(Normed(x, self.input_layernorm), cos, sin, mask, kv, positions, projections)
             return self.mlp(self.post_attention_layernorm(x), projections, residual=x)
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions, projections)
@@ -453,7 +453,7 @@ class DecoderLayer(nn.Module):
 class SDARModel(nn.Module):
     def __init__(self, config: SDARConfig):
         super().__init__()
-        # On the meta device (engine.loading builds there, then adopts the checkpoint's
+        # On the meta device (engine.model.loading builds there, then adopts the checkpoint's
         # tensors) there are no values to draw, and drawing normal_ there imports torch._dynamo,
         # about a second of a CPU start-up: the table is left empty.
         meta = torch.get_default_device().type == "meta"
@@ -478,9 +478,9 @@ class SDARForCausalLM(nn.Module):
       current block's, and the vocabulary projection is a large matmul;
     - `attention`: "sdpa" (torch's scaled_dot_product_attention), "flex" (flex_attention
       over the same mask as a BlockMask) or "decode" (the engine's split-KV kernel for a
-      step's few query rows, engine.decode_attention; needs Triton): the same attention,
+      step's few query rows, engine.model.decode_attention; needs Triton): the same attention,
       computed by another kernel;
-    - `projections`: "linear" (F.linear: cuBLAS on a GPU) or "skinny" (engine.skinny, the
+    - `projections`: "linear" (F.linear: cuBLAS on a GPU) or "skinny" (engine.model.skinny, the
       engine's kernel for a step's few rows, where it applies): the same products.
     """
 
@@ -525,7 +525,7 @@ class SDARForCausalLM(nn.Module):
             # attribute 'graph'", torch 2.11 on the H200; no valid choice on the CPU).
             attn_mask = flex_block_mask(attn_mask)
         elif attention == "decode" and isinstance(attn_mask, torch.Tensor):
-            from engine.decode_attention import kv_lengths
+            from engine.model.decode_attention import kv_lengths
 
             attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask))
         x = self.model.embed_tokens(input_ids)
@@ -549,7 +549,7 @@ class SDARForCausalLM(nn.Module):
         if not (FUSED_NORMS and projections == "skinny" and x.is_cuda and x.dtype == torch.bfloat16
                 and self.model.layers):
             return False
-        from engine import skinny
+        from engine.model import skinny
 
         layer = self.model.layers[0]
         attn, mlp = layer.self_attn, layer.mlp

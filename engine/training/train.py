@@ -1,8 +1,8 @@
 """Block-diffusion training of the built-in model on fill-in-the-middle CUDA examples.
 
-    python -m engine.train --settings engine/builtin/train_settings.json --out DIR [--resume]
+    python -m engine.training.train --settings engine/builtin/train_settings.json --out DIR [--resume]
 
-Each step (BD3LM / SDAR style): a packed batch x0 of FIM examples (engine/fim_data.py); in
+Each step (BD3LM / SDAR style): a packed batch x0 of FIM examples (engine/training/fim_data.py); in
 every block of `block_size` tokens, k ~ U{1..block} positions are replaced by <|MASK|>,
 giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
 
@@ -13,7 +13,7 @@ giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
 - nothing crosses from one packed example to another.
 
 The loss is a weighted mean of the cross-entropy over masked positions, the weight set by
-each token's role (engine/fim_data.py): 1 on the middle, `end_weight` on the <|endoftext|>
+each token's role (engine/training/fim_data.py): 1 on the middle, `end_weight` on the <|endoftext|>
 that marks the span's end (a fill is right only if it stops exactly there),
 `after_end_weight` on the end tokens that fill the rest of that block, `context_weight` on
 the prompt. All tokens of an example are noised, so the context still teaches CUDA itself,
@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.fim_data import (
+from engine.training.fim_data import (
     PAD_DOC,
     ROLE_AFTER_END,
     ROLE_CONTEXT,
@@ -53,8 +53,8 @@ from engine.fim_data import (
     CorpusSplit,
     FimSampler,
 )
-from engine.loading import config_from_json, config_to_json, save_checkpoint
-from engine.model import SDARForCausalLM
+from engine.model.loading import config_from_json, config_to_json, save_checkpoint
+from engine.model.sdar import SDARForCausalLM
 
 
 @dataclass
@@ -165,7 +165,7 @@ def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: 
     t = ids.shape[1]
     masked = block_noise(ids, doc, bs, pad_doc, generator)
     noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
-    # The BlockMask is built outside the compiled model (engine.model.SDARForCausalLM.forward).
+    # The BlockMask is built outside the compiled model (engine.model.sdar.SDARForCausalLM.forward).
     mask = training_block_mask(doc, bs) if attention == "flex" else training_mask(doc, bs)
     logits = model(
         torch.cat([ids, noisy], dim=1),
@@ -223,7 +223,7 @@ def load_tokenizer(folder: str):
 def initial_weights(model: SDARForCausalLM, folder: str, tokenizer) -> None:
     """Start from the checkpoint in `folder` (training a model further on a new corpus): its
     config must have the model's shape and its tokenizer the training tokenizer's vocabulary."""
-    from engine.loading import load_checkpoint
+    from engine.model.loading import load_checkpoint
 
     start, start_tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
     theirs, ours = config_to_json(config), config_to_json(model.config)

@@ -4,7 +4,7 @@ Serving needs only encode, decode, the vocabulary and the chat template, which t
 tokenizer gives as transformers' fast tokenizer class does (that class wraps the same
 object, and transformers 5 skips its clean-up of decoded spaces for BPE tokenizers);
 importing transformers for them costs most of a second of a CPU fill's start-up.
-Folders with only vocab.json + merges.txt still go through transformers (engine.loading).
+Folders with only vocab.json + merges.txt still go through transformers (engine.model.loading).
 """
 
 from __future__ import annotations

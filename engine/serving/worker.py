@@ -1,8 +1,8 @@
-"""The engine worker process: `python -m engine.worker --model SPEC`.
+"""The engine worker process: `python -m engine.serving.worker --model SPEC`.
 
 Loads the model once, pays its decoding path's first-use cost (compilation, CUDA graphs;
 progress on stderr), says {"type": "ready", "info"} (or {"type": "error"} and exits 2), then
-serves jobs on stdin/stdout (engine.frames, engine.service) until stdin closes. stdout carries
+serves jobs on stdin/stdout (engine.serving.frames, engine.serving.service) until stdin closes. stdout carries
 only frames: anything a library prints goes to stderr, which the client keeps for error reports.
 """
 
@@ -13,9 +13,9 @@ import os
 import sys
 from dataclasses import asdict
 
-from engine.base import report_to_stderr
-from engine.frames import encode_frame
-from engine.service import FrameWriter, serve
+from engine.decoding.base import report_to_stderr
+from engine.serving.frames import encode_frame
+from engine.serving.service import FrameWriter, serve
 
 
 def claim_stdout():
@@ -26,7 +26,7 @@ def claim_stdout():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.worker")
+    parser = argparse.ArgumentParser(prog="python -m engine.serving.worker")
     parser.add_argument("--model", default="builtin")
     parser.add_argument("--device")
     parser.add_argument("--dtype")

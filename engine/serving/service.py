@@ -1,4 +1,4 @@
-"""Serve an engine over a frame stream (engine.frames): the worker's pipe or a TCP connection.
+"""Serve an engine over a frame stream (engine.serving.frames): the worker's pipe or a TCP connection.
 
 A reader thread takes messages as they come, so a cancel reaches a job while it decodes;
 jobs run one at a time on the calling thread (and, across TCP connections, one at a time on
@@ -13,7 +13,7 @@ import threading
 from dataclasses import asdict
 from typing import Any, BinaryIO
 
-from engine.frames import FrameError, MessageError, encode_frame, read_frame
+from engine.serving.frames import FrameError, MessageError, encode_frame, read_frame
 from engine.types import REQUESTS, Cancelled, EngineError, Progress, request_from_wire
 
 

@@ -1,7 +1,7 @@
 """Fill-in-the-middle training rows cut from the corpus of scripts/build_corpus.py.
 
 A middle span is cut out of a file's text and the three parts are tokenized separately,
-exactly as `engine.prompts.fim_prompt(prefix, suffix)` + middle + `<|endoftext|>` is at
+exactly as `engine.decoding.prompts.fim_prompt(prefix, suffix)` + middle + `<|endoftext|>` is at
 inference (the special tokens split the prompt, so each part is encoded on its own):
 
     <|fim_suffix|> suffix <|fim_prefix|> prefix <|fim_middle|> middle <|endoftext|>
@@ -15,7 +15,7 @@ function bodies).
 The end of the span is marked: the middle is followed by <|endoftext|>, and the rest of its
 last block is <|endoftext|> too (at inference the decoder fills the whole block in which the
 answer ends, so the model learns that nothing follows the end). Every token carries a role
-(ROLE_*), by which engine/train.py weights the loss: the middle and its end token are what a
+(ROLE_*), by which engine/training/train.py weights the loss: the middle and its end token are what a
 fill asks of the model, the context only teaches CUDA.
 
 Examples are packed into rows of `seq_len` tokens. Each starts at a multiple of the block
@@ -47,7 +47,7 @@ class FimTokens:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> FimTokens:
-        from engine.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+        from engine.decoding.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
         ids = tokenizer.convert_tokens_to_ids([END_OF_TEXT, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX])
         return cls(*ids)

@@ -23,7 +23,7 @@ FIM_PREFIX = "<|fim_prefix|>"
 FIM_SUFFIX = "<|fim_suffix|>"
 FIM_MIDDLE = "<|fim_middle|>"
 END_OF_TEXT = "<|endoftext|>"
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parents[1] / "templates"  # package data of engine/
 
 
 def fim_prompt(prefix: str, suffix: str) -> str:

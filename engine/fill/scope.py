@@ -485,8 +485,8 @@ def _suffix_repeated(lines: list[str], suffix: str) -> tuple[int, str] | None:
 
 def span_ended(answer: str, prefix: str, suffix: str) -> bool:
     """Whether a FIM answer already holds all the fill it will give, whitespace aside: however it
-    goes on, trim_suffix_overlap (engine.prompts) then cut_to_span cut it where they cut it now,
-    so its decoding may stop (engine.local: on a CPU the rows that run on past the span set a
+    goes on, trim_suffix_overlap (engine.decoding.prompts) then cut_to_span cut it where they cut it now,
+    so its decoding may stop (engine.decoding.local: on a CPU the rows that run on past the span set a
     batch's time). For a selection inside one line: its first line is complete (a newline after
     it), not blank and balanced (in its context: closes_in_context): cut_to_span keeps that
     line, and no tail that the suffix (blank up to its first newline) starts with can begin
@@ -641,7 +641,7 @@ def _usage_context(prefix: str, suffix: str) -> tuple[str, dict[str, tuple[str, 
 
 @functools.lru_cache(maxsize=256)  # a fill asks it of the same names and text several times
 def usage_type(name: str, prefix: str, suffix: str) -> str | None:
-    """The type `name` (needed by the code after a selection, engine.scope.needed_names) is
+    """The type `name` (needed by the code after a selection, engine.fill.scope.needed_names) is
     used as there, for a declaration to start with (`float `, `int64_t `, `bool `), or None
     where its uses say nothing. Each use votes for a type family (type_family): as an index
     (`a[name]`) or an operand of `%`, `<<`, `>>`, `&`, `|`, `^`: an integer; assigned `true` or
@@ -856,7 +856,7 @@ def renamed_invented(fill: str, prefix: str, suffix: str) -> str | None:
     often writes the right statement with a name of its own (`(a[idx] - minval) / scale` in a
     function whose unused parameter is `denom`). None where there is not exactly one of each,
     where the invented name is called or in a string or comment, or where the fill declares
-    names (a declaration's name is engine.scope.renamed_declaration's), or where the invented
+    names (a declaration's name is engine.fill.scope.renamed_declaration's), or where the invented
     name is used as a type (a cast, a template argument; a declaration `T *p` is excluded
     above): a name of the file would not do there."""
     invented = unknown_names(fill, scope_of(prefix, suffix))

@@ -1,7 +1,7 @@
 """The Engine API of docs/DESIGN.md written once: infill, generate and optimize build a typed
 request (engine.types) and hand it to the backend's one method, `run`.
 
-The four backends (engine.local, engine.sglang, engine.remote, engine.client) differ only in
+The four backends (engine.decoding.local, engine.serving.sglang, engine.serving.remote, engine.serving.client) differ only in
 `run`: decoding here, an SGLang server, a remote `dice engine serve`, a worker process.
 AsyncEngine's `run` is a coroutine function, so its trio returns awaitables:
 `await engine.infill(...)` there, `engine.infill(...)` elsewhere. Bad sampling names fail at
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from engine import prompts
+from engine.decoding import prompts
 from engine.types import EngineError, GenerateRequest, InfillRequest, OptimizeRequest, Progress, Request, Sampling
 
 ProgressFn = Callable[[Progress], None] | None

@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.scope import _code, _squeezed, _word, balanced
+from engine.fill.scope import _code, _squeezed, _word, balanced
 
 TOKEN = re.compile(r"""
     (?P<skip>\s+|//[^\n]*|/\*.*?\*/)
@@ -61,7 +61,7 @@ KEYWORDS = frozenset("return if else for while do switch case sizeof new delete 
 NOT_OPERANDS = KEYWORDS | frozenset("""const volatile unsigned signed void bool char short int long float double auto
 struct static extern __shared__ __restrict__""".split())   # a type's words: `float *p` is no product
 CLOSE = {"(": ")", "[": "]", "{": "}"}
-PRIOR_FILE = Path(__file__).with_name("spelling_prior.json")
+PRIOR_FILE = Path(__file__).parents[1] / "spelling_prior.json"  # package data of engine/
 PRIOR_SHARE = 0.6   # the share of the corpus's uses a prior's choice needs
 
 

@@ -1,6 +1,6 @@
-"""The Triton kernels of engine.decode_attention (imported only where Triton is: a CPU-only
+"""The Triton kernels of engine.model.decode_attention (imported only where Triton is: a CPU-only
 torch has none). Triton resolves a kernel's helpers among its module's globals, so they live
-at a module's top level. Read engine.decode_attention first."""
+at a module's top level. Read engine.model.decode_attention first."""
 
 import triton
 import triton.language as tl

@@ -12,7 +12,7 @@ generated block starts inside the prompt's last partial block, whose prompt toke
 and whose remaining positions are masks. No padding token is invented, positions stay
 0..T-1 as in training, and the model sees exactly the layout it was trained on.
 
-How each step's logits are computed is the forward path's business (engine.fast_paths:
+How each step's logits are computed is the forward path's business (engine.decoding.paths:
 the reference that recomputes the whole sequence, the KV cache, CUDA graphs, torch.compile);
 they give the same tokens (tests/engine/test_decode.py, and GPU tests for the graph paths).
 
@@ -33,8 +33,8 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from engine.fast_paths import ForwardPath, PromptKeys, make_forward
-from engine.model import SDARForCausalLM
+from engine.decoding.paths import ForwardPath, PromptKeys, make_forward
+from engine.model.sdar import SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
 
 
@@ -167,14 +167,14 @@ def decode(
     """Decode `n` candidates for one prompt together, as one batch. Raises Cancelled when
     should_cancel() returns true (polled before every step). `on_progress` hears of the
     prefill and of each finished block. `first_banned`: tokens the answer may not start with
-    (the default preset only; a FIM fill's closing brackets, engine.local). `start_constraint`
+    (the default preset only; a FIM fill's closing brackets, engine.decoding.local). `start_constraint`
     (the default preset only): given a row's first answer tokens, the bool [V] of tokens banned
     next, or None once the row is free; the answer's positions are then decoded left to right
-    until it is (engine.local.NameStart: the answer starts with one of the file's names).
+    until it is (engine.decoding.local.NameStart: the answer starts with one of the file's names).
     `kept`: the prompt keys of the caller's previous decode, reused where this prompt starts
-    with the same blocks, and then this prompt's (engine.fast_paths.PromptKeys). `ended` (the
+    with the same blocks, and then this prompt's (engine.decoding.paths.PromptKeys). `ended` (the
     default preset only): given a row's answer so far (whole blocks), whether the caller needs no
-    more of it (engine.scope.span_ended: a FIM fill past its span); such a row is done, its
+    more of it (engine.fill.scope.span_ended: a FIM fill past its span); such a row is done, its
     tokens so far returned with the reason "length" (the model did not stop).
 
     A row that has reached a stop token is done: its later blocks stay masked, and on the paths
@@ -323,7 +323,7 @@ def constrain_start(x: torch.Tensor, logits: torch.Tensor, masked: torch.Tensor,
     """The positions of the block [start, start + bs) that may be committed this step: in a row
     under the constraint, only its first masked answer position, whose banned tokens get -inf
     in `logits` (in place); a row the constraint frees (None) is marked so in `constrained`.
-    Reads the rows' answers on the host (a constrained decode is a short repair, engine.local)."""
+    Reads the rows' answers on the host (a constrained decode is a short repair, engine.decoding.local)."""
     eligible = masked.clone()
     bs = masked.shape[1]
     answers = x[:, prompt_len:start + bs].tolist()

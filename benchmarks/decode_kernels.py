@@ -11,7 +11,7 @@ read. Projections (DICE-1.7B's four per layer and the vocabulary's): cuBLAS as t
 calls it (F.linear), cuBLAS on the transposed product, and engine.model.skinny (the engine's own
 kernel for a step's few rows) over its grid of tile choices (warps per block x loads in
 flight); the fastest skinny choice per shape, or null where cuBLAS was faster, goes to
-$OUT/skinny_tuned.json in engine.model.skinny.TUNED's format (DICE_SKINNY_TUNED reads it). (A
+$OUT/skinny_tuned.json in engine.model.skinny.TUNED's format (skinny.use_tuned(skinny.read_tuned(path)) takes it). (A
 Triton kernel for the same products, tried in session 11, was not faster than cuBLAS:
 docs/benchmarks.md.) Attention: the engine's decode kernel (engine.model.decode_attention) with
 other split and tile sizes. Writes $OUT/decode_kernels.json (OUT defaults to ./.device-out).
@@ -173,7 +173,7 @@ def main() -> int:
     for rows in [] if args.skip_projections else map(int, args.rows.split(",")):
         results[f"projections_rows{rows}"] = projections(rows)
         (out_dir / "decode_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
-        # The skinny kernel's fastest tiles per shape, as engine.model.skinny.TUNED (DICE_SKINNY_TUNED).
+        # The skinny kernel's fastest tiles per shape, as engine.model.skinny.TUNED (skinny.read_tuned reads it).
         tuned = {f"{skinny._tiles(v['shape'][0])},{v['shape'][1]},{v['shape'][2]}": v["skinny_best"]
                  for key, r in results.items() if key.startswith("projections_rows")
                  for v in r.values() if "skinny_best" in v and v["shape"][0] <= skinny.KERNEL_ROWS}

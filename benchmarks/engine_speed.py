@@ -17,7 +17,7 @@ Measured in one run, each number with how it was measured:
   attending to the cache), per decoding path (cached = eager, graphs = CUDA graph (the GPU
   default when issue 17 was filed), compiled = torch.compile'd model in a CUDA graph, flex =
   compiled with flex_attention (the default on 2026-12-03), decode = compiled with the engine's
-  split-KV decode attention (engine.decoding.paths.GPU_DEFAULT since 2026-12-04)), at batch 1 and 8;
+  split-KV decode attention (engine.model.routes.GPU_DEFAULT since 2026-12-04)), at batch 1 and 8;
   CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
   and capture (what the engine pays at load, engine.decoding.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
@@ -27,7 +27,7 @@ Measured in one run, each number with how it was measured:
   (default low_confidence_dynamic 0.9; the dice preset, static and dynamic 0.9), batch 1.
 - agreement: tokens of each path against the eager cached path, on this bf16 model (near ties
   may flip) and on an fp32 model of the same widths with 4 layers (equal expected, as
-  tests/engine/test_decode_gpu.py checks on tiny models).
+  tests/engine/decoding/test_decode_gpu.py checks on tiny models).
 - transformers: Qwen3ForCausalLM with the same weights, `generate` greedy with its KV cache;
   per token = (time for 1 + K tokens - time for 1 token) / K, so prefill is excluded.
 - kernels: torch.profiler over batch-1 steps of the eager path and of the default path: GPU
@@ -59,15 +59,16 @@ sys.path.insert(0, str(REPO))
 
 from engine.decoding.decode import decode  # noqa: E402  (after the path is set)
 # The engine's default on a GPU, measured against the old one (docs/benchmarks.md).
-from engine.decoding.paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
-from engine.decoding.paths import PATHS as ENGINE_PATHS  # noqa: E402
+from engine.decoding.paths import make_forward  # noqa: E402
+from engine.model.routes import FAST_PATHS, GPU_DEFAULT, Fusion  # noqa: E402
+from engine.model.routes import PATHS as ENGINE_PATHS  # noqa: E402
 from engine.model.sdar import SDARConfig, SDARForCausalLM  # noqa: E402
-from engine.model import sdar as engine_model  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
 BLOCK = 4
 BATCHES = (1, 8)
+FUSION = Fusion()  # the steps' fusions: --no-fused-step, --no-fused-norms
 OLD_DEFAULT = "graphs"  # the GPU default before issue 17
 PATHS = tuple(dict.fromkeys((OLD_DEFAULT, GPU_DEFAULT, "flex", "cached", "compiled")))  # in order of importance
 TARGET_TOKENS_PER_S = 600
@@ -133,7 +134,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
     """One denoising step in the middle of a decode: prefill, then time block_logits."""
     total = PROMPT_TOKENS + gen
     started = time.perf_counter()
-    forward = make_forward(model, path, batch, total, BLOCK)
+    forward = make_forward(model, path, batch, total, BLOCK, FUSION)
     x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
@@ -151,7 +152,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
 def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int, prompt: list[int] | None = None
                ) -> tuple[dict, list[list[int]]]:
     sampling = Sampling(strategy="low_confidence_static", steps=4)
-    args = dict(n=batch, max_tokens=gen, sampling=sampling, stop_ids=[], path=path)
+    args = dict(n=batch, max_tokens=gen, sampling=sampling, stop_ids=[], path=path, fusion=FUSION)
     prompt = prompt_ids() if prompt is None else prompt
     decode(model, prompt, **args)  # warm: graphs captured, layers compiled
     result = decode(model, prompt, **args)
@@ -234,7 +235,7 @@ def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, batch: int = 1
     from torch.profiler import ProfilerActivity, profile
 
     total = PROMPT_TOKENS + gen
-    forward = make_forward(model, path, batch, total, BLOCK)
+    forward = make_forward(model, path, batch, total, BLOCK, FUSION)
     x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
@@ -284,10 +285,16 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=270,
                         help="after this many seconds, skip the optional sections left (paths other than the old "
                              "and new default, agreement, presets, kernels, transformers)")
+    parser.add_argument("--no-fused-step", action="store_true",
+                        help="run a batch-1 step's norms, RoPE, cache write and SwiGLU as separate kernels")
+    parser.add_argument("--no-fused-norms", action="store_true",
+                        help="run a batch-1 step's attention RMSNorms and residual adds as separate kernels")
     args = parser.parse_args()
+    global FUSION
+    FUSION = Fusion(step=not args.no_fused_step, norms=not args.no_fused_norms)
     unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
     if unknown:
-        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.decoding.paths.PATHS: {', '.join(ENGINE_PATHS)})")
+        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.model.routes.PATHS: {', '.join(ENGINE_PATHS)})")
     began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -295,8 +302,8 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
-                     "old_default_path": OLD_DEFAULT, "fused_step": engine_model.FUSED_STEP,
-                     "fused_norms": engine_model.FUSED_NORMS, "errors": {}, "skipped": []}
+                     "old_default_path": OLD_DEFAULT, "fused_step": FUSION.step,
+                     "fused_norms": FUSION.step and FUSION.norms, "errors": {}, "skipped": []}
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in COMPILED_PATHS)]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them

@@ -15,7 +15,7 @@ blocks, 4 steps per block, batch 1 (and --batch N):
 - dice, low_confidence_dynamic 0.9: with top_k 1 every confidence is 1.0, so each block is
   committed in one step: 4 tokens per forward pass.
 
-Per setting, on the engine's decoding path (engine.decoding.paths.GPU_DEFAULT on a GPU, `cached` on
+Per setting, on the engine's decoding path (engine.model.routes.GPU_DEFAULT on a GPU, `cached` on
 a CPU; --path to choose): one warm-up decode (captures the graphs), then the median of --repeats decodes, timed by the
 engine (wall clock around the decode, synchronised); tokens/s excludes the prefill, which the
 presets share. `forward passes` are the denoising steps; `tokens per pass` = tokens / steps.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.engine_speed import DICE_1_7B  # noqa: E402  (after the path is set)
 from engine.decoding.decode import decode  # noqa: E402
-from engine.decoding.paths import GPU_DEFAULT, PATHS  # noqa: E402
+from engine.model.routes import GPU_DEFAULT, PATHS  # noqa: E402
 from engine.model.sdar import SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 

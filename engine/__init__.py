@@ -33,9 +33,11 @@ def load_failure(spec: str, exc: Exception) -> str:
     return str(exc) if isinstance(exc, EngineError) else f"could not load {spec}: {type(exc).__name__}: {exc}"
 
 
-def load(spec: str = "builtin", device=None, dtype=None):
+def load(spec: str = "builtin", device=None, dtype=None, *, routing=None):
     """spec: `builtin`, a checkpoint folder, a Hugging Face Hub id (`ORG/NAME[@REVISION]`,
-    engine.model.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`."""
+    engine.model.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`. `routing`: a
+    local model's decoding path and fusions (engine.model.routes.Routing; None: the fastest
+    the machine runs)."""
     if spec.startswith("dice://"):
         from engine.serving.remote import RemoteEngine
 
@@ -58,5 +60,6 @@ def load(spec: str = "builtin", device=None, dtype=None):
             "or sglang://HOST:PORT"
         )
     from engine.decoding.local import LocalEngine  # torch: only once there is a model to load
+    from engine.model.routes import Routing
 
-    return LocalEngine.from_folder(folder, device, dtype, name=spec)
+    return LocalEngine.from_folder(folder, device, dtype, name=spec, routing=routing or Routing())

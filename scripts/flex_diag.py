@@ -36,9 +36,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.getcwd())
 
-import engine.model.sdar as engine_model  # noqa: E402
+import engine.model.routes as engine_model  # noqa: E402
 from engine.decoding.paths import GraphForward, StaticForward, block_mask  # noqa: E402
-from engine.model.sdar import FLEX_BLOCK, KVCache, flex_block_mask  # noqa: E402
+from engine.model.routes import FLEX_BLOCK, flex_block_mask  # noqa: E402
+from engine.model.sdar import KVCache  # noqa: E402
 from tests.engine.conftest import random_model, tiny_sdar_config  # noqa: E402
 
 FORCE = {"FORCE_USE_FLEX_ATTENTION": True}

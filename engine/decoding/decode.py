@@ -13,13 +13,14 @@ and whose remaining positions are masks. No padding token is invented, positions
 0..T-1 as in training, and the model sees exactly the layout it was trained on.
 
 How each step's logits are computed is the forward path's business (engine.decoding.paths:
-the reference that recomputes the whole sequence, the KV cache, CUDA graphs, torch.compile);
-they give the same tokens (tests/engine/test_decode.py, and GPU tests for the graph paths).
+the reference that recomputes the whole sequence, the KV cache, CUDA graphs, torch.compile;
+`fusion`: engine.model.routes.Fusion); they give the same tokens (tests/engine/decoding/
+test_decode.py, and GPU tests for the graph paths).
 
 Two presets share this loop (`Sampling.preset`). `default` is the project's: the mask token is
 never an answer, equal confidences commit leftmost first, a block's quota is spread over its
 masks, and decoding stops at a stop token. `dice` is DICE's `block_diffusion_generate`
-(evaluation/scripts/sdar_utils.py) token for token, as tests/engine/test_dice_fidelity.py
+(evaluation/scripts/sdar_utils.py) token for token, as tests/engine/decoding/test_dice_fidelity.py
 checks on DICE's own outputs: the mask token may be sampled, commits are chosen by
 `torch.topk`, the quota is spread over the block length, and whole blocks come back with no
 stop at EOS.
@@ -34,6 +35,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from engine.decoding.paths import ForwardPath, PromptKeys, make_forward
+from engine.model.routes import Fusion
 from engine.model.sdar import SDARForCausalLM
 from engine.types import Cancelled, EngineError, Progress, Sampling
 
@@ -159,6 +161,7 @@ def decode(
     on_progress: Callable[[Progress], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
     path: str = "cached",
+    fusion: Fusion = Fusion(),
     first_banned: Sequence[int] = (),
     start_constraint: Callable[[list[int]], torch.Tensor | None] | None = None,
     kept: PromptKeys | None = None,
@@ -211,7 +214,7 @@ def decode(
     started = time.perf_counter()
     x = torch.full((n, total), mask_id, dtype=torch.long, device=device)
     x[:, :prompt_len] = torch.tensor(list(prompt_ids), dtype=torch.long, device=device)
-    forward = make_forward(model, path, n, total, bs)
+    forward = make_forward(model, path, n, total, bs, fusion)
     forward.prefill(x[:1, : first_block * bs], kept)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -347,17 +350,17 @@ WARM_BATCHES = (1, 8)  # a single fill, and up to 8 candidates (the editor's 4; 
 
 
 def warm_up(model: SDARForCausalLM, path: str, block_size: int, batches=WARM_BATCHES,
-            report: Callable[[str], None] = print) -> None:
+            report: Callable[[str], None] = print, fusion: Fusion = Fusion()) -> None:
     """Compile and capture `path`'s step for `batches` at the smallest cache bucket, by
     decoding a few blocks of a dummy prompt, so that the first request does not pay it.
-    Raises whatever the path raises (the engine then falls back, fast_paths.FALLBACK)."""
+    Raises whatever the path raises (the engine then falls back, routes.FALLBACK)."""
     prompt = [0] * (block_size + 1)  # a partial block, then whole ones: the step's shapes
     for n in batches:
         started = time.perf_counter()
         report(f"preparing the {path!r} decoding step for {n} candidate(s) (compilation, CUDA graphs)...")
         decode(model, prompt, n=n, max_tokens=3 * block_size, sampling=Sampling(block_size=block_size), stop_ids=[],
-               path=path)
-        check_agreement(model, path, n, block_size)
+               path=path, fusion=fusion)
+        check_agreement(model, path, n, block_size, fusion=fusion)
         report(f"the {path!r} decoding step for {n} candidate(s) is ready ({time.perf_counter() - started:.1f} s)")
 
 
@@ -370,10 +373,11 @@ HALF_AGREEMENT_TOLERANCE = 0.1
 
 
 @torch.inference_mode()
-def check_agreement(model: SDARForCausalLM, path: str, n: int, block_size: int, seed: int = 0) -> float:
+def check_agreement(model: SDARForCausalLM, path: str, n: int, block_size: int, seed: int = 0,
+                    fusion: Fusion = Fusion()) -> float:
     """One decoding step through `path` against the eager `cached` path, on the same random
     tokens: their logits must agree (relative L2 distance within AGREEMENT_TOLERANCE), else
-    EngineError, and the engine falls back (fast_paths.FALLBACK). A compiled kernel that gets
+    EngineError, and the engine falls back (routes.FALLBACK). A compiled kernel that gets
     the attention wrong (torch.compile'd flex_attention on the H200 with torch 2.11: logits
     off by 2.19 in fp32) then costs speed, never correctness. Returns the distance."""
     device = model.lm_head.weight.device
@@ -382,7 +386,7 @@ def check_agreement(model: SDARForCausalLM, path: str, n: int, block_size: int, 
     ids[1:, :block_size] = ids[0, :block_size]  # one prompt (prefilled once), n candidates after it
     logits = []
     for which in (path, "cached"):
-        forward = make_forward(model, which, n, ids.shape[1], block_size)
+        forward = make_forward(model, which, n, ids.shape[1], block_size, fusion)
         forward.prefill(ids[:1, :block_size])
         forward.block_logits(ids, block_size, 2 * block_size, commit_previous=False)
         logits.append(forward.block_logits(ids, 2 * block_size, 3 * block_size, commit_previous=True).float())

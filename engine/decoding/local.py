@@ -16,8 +16,9 @@ import torch
 from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.decoding.context import fit_infill, prompt_budget
 from engine.decoding.decode import decode, warm_up
-from engine.decoding.paths import FALLBACK, FAST_PATHS, PromptKeys, default_path
+from engine.decoding.paths import PromptKeys
 from engine.model.loading import load_checkpoint
+from engine.model.routes import FALLBACK, FAST_PATHS, Routing, default_path
 from engine.model.sdar import SDARConfig, SDARForCausalLM
 from engine.fill.scope import (bare_type, cut_to_span, declaration_types, declared_names, declared_types, file_names,
                           first_invented, fits_span, initialized_declaration, inside_one_line, misuses_builtins,
@@ -65,7 +66,8 @@ ONE_LINE_MAX_TOKENS = 40
 class LocalEngine(EngineBase):
     """`Engine` of docs/architecture.md for a checkpoint folder loaded in this process."""
 
-    def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str):
+    def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str,
+                 routing: Routing = Routing()):
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
@@ -76,25 +78,26 @@ class LocalEngine(EngineBase):
             # more than it saves (the built-in model decoded 3x slower with 2 threads than 1).
             torch.set_num_threads(1)
         # On a GPU, where an eager step is bound by kernel launches, the fastest path
-        # (engine.decoding.paths.default_path); DICE_DECODE_PATH picks another (engine.decoding.paths.PATHS),
-        # e.g. flex or graphs, the defaults before decode, to compare.
-        self.decode_path = os.environ.get("DICE_DECODE_PATH") or default_path(model)
+        # (engine.model.routes.default_path), unless `routing` names another.
+        self.fusion = routing.fusion
+        self.decode_path = routing.path or default_path(model)
         # The prompt keys of the FIM fill being served (engine.decoding.paths.PromptKeys): its
         # decodes share its prompt. Per request, not kept after it (a model of DICE's size would
         # hold hundreds of MB). Requests run one at a time (engine.serving.service).
         self.kept: PromptKeys | None = None
 
     @classmethod
-    def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None) -> "LocalEngine":
+    def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None,
+                    routing: Routing = Routing()) -> "LocalEngine":
         model, tokenizer, config = load_checkpoint(folder, device, dtype)
-        return cls(model, tokenizer, config, name or str(folder))
+        return cls(model, tokenizer, config, name or str(folder), routing)
 
     def warm_up(self, report: Callable[[str], None]) -> None:
         """Compile and capture the fast path's decoding step now (engine.decoding.decode.warm_up);
         a path that fails hands over to the next (FALLBACK), down to the eager `cached`."""
         while self.decode_path in FAST_PATHS:
             try:
-                warm_up(self.model, self.decode_path, self.config.block_size, report=report)
+                warm_up(self.model, self.decode_path, self.config.block_size, report=report, fusion=self.fusion)
                 return
             except Exception as exc:  # noqa: BLE001 - dynamo's and the CUDA graphs' failures are of many kinds
                 report(f"the {self.decode_path!r} decoding path failed ({type(exc).__name__}: {exc}); "
@@ -289,7 +292,7 @@ class LocalEngine(EngineBase):
         ids = self.tokenizer.encode(task.prompt, add_special_tokens=False)
         args = dict(n=request.n, max_tokens=request.max_tokens, sampling=request.sampling,
                     stop_ids=self.config.eos_token_ids, on_progress=on_progress, should_cancel=should_cancel,
-                    first_banned=first_banned, start_constraint=start_constraint, kept=self.kept,
+                    first_banned=first_banned, start_constraint=start_constraint, kept=self.kept, fusion=self.fusion,
                     ended=None if ended is None else
                     lambda tokens: ended(self.tokenizer.decode(tokens, skip_special_tokens=True)))
         try:

@@ -1,42 +1,28 @@
-"""The forward paths engine.decoding.decode can run: how a step's logits are computed. They give the
-same tokens (tests/engine/test_decode.py, and tests/engine/test_decode_gpu.py on a GPU).
+"""The forward paths engine.decoding.decode runs: how a step's logits are computed (which
+kernels each path's steps use, and which path an engine runs: engine.model.routes). They give
+the same tokens (tests/engine/decoding/test_decode.py, and test_decode_gpu.py on a GPU).
 
 - `recompute`: the whole sequence through the model at every step; the reference.
 - `cached`: the prompt's blocks once into a static KV cache, then each step over the current
   block; eager.
 - `static`: the shapes of the graph paths, run eagerly (on any device, so that a CPU test
-  pins them).
+  pins them); `static-flex` and `static-decode` with flex or decode attention.
 - `graphs`: `static` with each step's forward captured as a CUDA graph: on a GPU an eager
   step is bound by kernel launches, not by the GPU.
 - `compiled`: `graphs` with the model torch.compile'd inside the graph, fusing its small
   kernels.
-- `flex`: `compiled` with attention through flex_attention over a block mask
-  (engine.model.sdar.flex_block_mask), which reads only the cache tiles up to the current block.
-  The default on a GPU from 2026-12-03 to 12-04: 2.90 ms a batch-1 step of the DICE-1.7B
-  shape on the H200 against 3.82 for `compiled` and 5.87 for `graphs`, the same tokens
-  (docs/benchmarks.md). Its kernel is flex_attention's general one (engine.model.sdar.FLEX_KERNEL_OPTIONS): with torch
-  2.11 the split-KV decoding kernel that flex picks for a few query rows gives wrong logits
-  here (scripts/flex_diag.py), and the engine's warm-up refuses any path whose step disagrees
-  with the plain one (engine.decoding.decode.check_agreement).
-- `static-flex`: `static` with flex attention, run eagerly: the CPU test of `flex`'s attention.
+- `flex`: `compiled` with attention through flex_attention over a block mask, which reads only
+  the cache tiles up to the current block.
 - `decode`: `compiled` with the step's attention through the engine's own split-KV kernel
-  (engine.model.decode_attention: Triton), which spreads a few query rows over the cache across the
-  GPU where a flash kernel tiled over queries runs a few thread blocks. The default on a GPU
-  since 2026-12-04: 2.01 ms a batch-1 step of the DICE-1.7B shape on the H200 against 2.94 for
-  `flex` and 5.78 for `graphs` in the same run, the same fp32 tokens (docs/benchmarks.md). `static-decode` runs it
-  eagerly (on the CPU through Triton's interpreter, in the tests).
+  (engine.model.decode_attention), which spreads a few query rows over the cache across the GPU.
 - `skinny`: `decode` with a batch-1 step's projections through the engine's own kernel for a
-  few rows (engine.model.skinny: CUDA through CuPy, tensor cores, split over K inside a thread
-  block), where it was measured faster than cuBLAS; bf16/fp16 only (an fp32 model runs
-  `decode`'s products). The default on a GPU: 1.885 ms a
-  batch-1 step of the DICE-1.7B shape on the H200 against 2.096 for `decode` in the same run,
-  the same fp32 tokens (docs/benchmarks.md).
+  few rows (engine.model.skinny); bf16/fp16 only (an fp32 model runs `decode`'s products).
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
 of two of at least MIN_CACHE positions, so a compiled step is compiled once per (batch, cache)
-bucket and never per prompt length (the prompt itself always runs eagerly). engine.decoding.decode's
-warm_up pays the compilation and capture of the common buckets when the model is loaded.
+bucket and never per prompt length (the prompt itself always runs eagerly). engine.decoding.
+decode's warm_up pays the compilation and capture of the common buckets when the model is loaded.
 """
 
 from __future__ import annotations
@@ -47,20 +33,12 @@ from typing import Protocol
 
 import torch
 
-from engine.model.sdar import FLEX_BLOCK, KVCache, SDARForCausalLM, block_causal_mask, flex_block_mask, flex_supported
+from engine.model.routes import (FAST_PATHS, FLEX_BLOCK, PATH_ATTENTION, PATH_PROJECTIONS, Fusion, Routed,
+                                 flex_block_mask, unavailable)
+from engine.model.sdar import KVCache, SDARForCausalLM, block_causal_mask
 from engine.types import EngineError
 
-PATHS = ("recompute", "cached", "static", "static-flex", "static-decode", "graphs", "compiled", "flex", "decode",
-         "skinny")
-FAST_PATHS = ("graphs", "compiled", "flex", "decode", "skinny")  # the GPU-only ones
-# The fastest path that gives the plain path's tokens on the H200 (tests/engine/test_decode_gpu.py,
-# and the editor's GPU tests with it, 2026-12-04). Its first use costs ~30 s of compilation for
-# one candidate and ~20 s for the 8-row bucket, paid at load (engine.decoding.decode.warm_up), and kept
-# by inductor's cache for the next load.
-GPU_DEFAULT = "skinny"
-# Where a fast path that fails (to compile, to capture, to run) hands over: the next fastest
-# that gives the same tokens, down to the eager `cached`, which needs nothing of the stack.
-FALLBACK = {"skinny": "decode", "decode": "flex", "flex": "compiled", "compiled": "cached", "graphs": "cached"}
+EAGER = Routed()  # torch's SDPA and F.linear: the prompt's kernels, whatever a path's steps use
 COMPILE_LIMIT = 64  # compilations of the model's forward one process may make (the compiled paths)
 
 
@@ -159,8 +137,7 @@ class CachedForward:
         self.eager = model
         self.cache = cache
         self.block_size = block_size
-        self.attention = "sdpa"
-        self.projections = "linear"
+        self.kernels = EAGER
 
     def run(self, ids: torch.Tensor, positions: torch.Tensor, key_len: int, keep: int, cache: KVCache | None = None,
             eager: bool = False):
@@ -169,12 +146,10 @@ class CachedForward:
         torch's SDPA whatever the path runs its steps with."""
         mask = block_mask(positions, key_len, self.block_size)
         cache = self.cache.rows(ids.shape[0]) if cache is None else cache
-        model, attention, projections = ((self.eager, "sdpa", "linear") if eager
-                                         else (self.model, self.attention, self.projections))
-        if attention == "flex":  # built here, outside a compiled model (see SDARForCausalLM.forward)
+        model, kernels = (self.eager, EAGER) if eager else (self.model, self.kernels)
+        if kernels.attention == "flex":  # built here, outside a compiled model (routes.Routed.prepare says why)
             mask = flex_block_mask(mask)
-        return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep,
-                     attention=attention, projections=projections)
+        return model(ids, position_ids=positions, attn_mask=mask, cache=cache, logits_to_keep=keep, kernels=kernels)
 
     def prefill(self, prompt: torch.Tensor, kept: PromptKeys | None = None) -> None:
         """The prompt's keys into every row of the cache; with `kept`, the whole blocks it holds
@@ -231,11 +206,10 @@ class StaticForward(CachedForward):
     compacts = False   # the graph paths' batch is a fixed bucket
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool = False,
-                 attention: str = "sdpa", projections: str = "linear"):
+                 attention: str = "sdpa", projections: str = "linear", fusion: Fusion = Fusion()):
         super().__init__(model, cache, block_size)
         self.compiled = compiled
-        self.attention = attention
-        self.projections = projections
+        self.kernels = Routed(attention, projections, fusion)
         if compiled:
             # Static shapes: each is captured in a CUDA graph anyway. torch.compile wraps the
             # model without changing it; the plain paths keep calling it eagerly. A path per
@@ -247,7 +221,7 @@ class StaticForward(CachedForward):
             self.model = torch.compile(model, fullgraph=True, dynamic=False)
 
     def key_length(self, end: int) -> int:
-        if self.compiled or self.attention in ("flex", "decode"):
+        if self.compiled or self.kernels.attention in ("flex", "decode"):
             return self.cache.max_len
         return min(self.cache.max_len, -(-end // self.KEY_BUCKET) * self.KEY_BUCKET)
 
@@ -269,8 +243,8 @@ class GraphForward(StaticForward):
     runs over all the cache's rows; a request with fewer candidates uses the first ones."""
 
     def __init__(self, model: SDARForCausalLM, cache: KVCache, block_size: int, compiled: bool,
-                 attention: str = "sdpa", projections: str = "linear"):
-        super().__init__(model, cache, block_size, compiled, attention, projections)
+                 attention: str = "sdpa", projections: str = "linear", fusion: Fusion = Fusion()):
+        super().__init__(model, cache, block_size, compiled, attention, projections, fusion)
         self.pool = torch.cuda.graph_pool_handle()
         self.steps: dict[int, _CapturedStep] = {}
 
@@ -328,7 +302,7 @@ def cache_bucket(length: int, limit: int) -> int:
 
 
 def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool,
-               attention: str = "sdpa", projections: str = "linear") -> GraphForward:
+               attention: str = "sdpa", projections: str = "linear", fusion: Fusion = Fusion()) -> GraphForward:
     paths = _graph_paths.setdefault(model, {})
     batch = batch_bucket(n)
     current = paths.get(batch)
@@ -336,8 +310,9 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
         current is not None
         and current.block_size == block_size
         and current.compiled == compiled
-        and current.attention == attention
-        and current.projections == projections
+        and current.kernels.attention == attention
+        and current.kernels.projections == projections
+        and current.kernels.fusion == fusion
         and current.cache.max_len >= length
     ):
         return current
@@ -345,67 +320,25 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
     max_len = cache_bucket(length, model.config.max_position_embeddings)
     weight = model.lm_head.weight
     cache = KVCache.allocate(model.config, batch, max_len, weight.device, weight.dtype)
-    path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention, projections)
+    path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention, projections, fusion)
     return path
 
 
-def default_path(model: SDARForCausalLM) -> str:
-    """The engine's path: GPU_DEFAULT on a GPU (`decode` where CuPy is missing or the GPU is
-    older than compute capability 8.0; `graphs` where Triton is missing: inductor, so every
-    compiled path, needs it too; `compiled` for a head dimension neither attention kernel
-    takes), the eager `cached` elsewhere. (An fp32 model's `skinny` steps run `decode`'s
-    products: the kernel takes bf16 and fp16.)"""
-    if model.lm_head.weight.device.type != "cuda":
-        return "cached"
-    from engine.model.decode_attention import available
-    from engine.model.skinny import available as skinny_available
-
-    if available() is not None:
-        return "graphs"
-    if not flex_supported(model.config):
-        return "compiled"
-    return GPU_DEFAULT if skinny_available() is None else FALLBACK[GPU_DEFAULT]
-
-
-# The attention kernel of each path that does not use SDPA.
-PATH_ATTENTION = {"flex": "flex", "static-flex": "flex", "decode": "decode", "static-decode": "decode",
-                  "skinny": "decode"}
-# The projections' kernel of each path that does not use F.linear.
-PATH_PROJECTIONS = {"skinny": "skinny"}
-
-
-def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int) -> ForwardPath:
-    if path not in PATHS:
-        raise EngineError(f"unknown decoding path {path!r}; choose one of {', '.join(PATHS)}")
+def make_forward(model: SDARForCausalLM, path: str, n: int, length: int, block_size: int,
+                 fusion: Fusion = Fusion()) -> ForwardPath:
+    """The forward path `path` (routes.PATHS) for n rows of up to `length` positions; EngineError
+    where it cannot run here (routes.unavailable)."""
+    why = unavailable(path, model)
+    if why is not None:
+        raise EngineError(why)
     if path == "recompute":
         return RecomputeForward(model, block_size)
     attention = PATH_ATTENTION.get(path, "sdpa")
-    if attention != "sdpa" and not flex_supported(model.config):
-        raise EngineError(f"the {path!r} decoding path needs a head dimension of at least 16, a power of two "
-                          f"(this model's is {model.config.head_dim})")
-    if attention == "decode":
-        from engine.model.decode_attention import available
-
-        _require(path, available())
     weight = model.lm_head.weight
-    if path in ("cached", "static", "static-flex", "static-decode"):
+    if path not in FAST_PATHS:
         cache = KVCache.allocate(model.config, n, length, weight.device, weight.dtype)
         if path == "cached":
             return CachedForward(model, cache, block_size)
-        return StaticForward(model, cache, block_size, attention=attention)
-    if weight.device.type != "cuda":
-        raise EngineError(f"the {path!r} decoding path needs the model on a CUDA device")
-    projections = PATH_PROJECTIONS.get(path, "linear")
-    if projections == "skinny":
-        from engine.model.skinny import available
-
-        _require(path, available())
+        return StaticForward(model, cache, block_size, attention=attention, fusion=fusion)
     return graph_path(model, n, length, block_size, compiled=path != "graphs", attention=attention,
-                      projections=projections)
-
-
-def _require(path: str, why: str | None) -> None:
-    """EngineError saying why `path` cannot run here (`why`: a kernel's available())."""
-    if why is not None:
-        raise EngineError(f"the {path!r} decoding path cannot run here: {why}")
-
+                      projections=PATH_PROJECTIONS.get(path, "linear"), fusion=fusion)

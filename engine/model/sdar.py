@@ -7,16 +7,17 @@ projections are one matrix (`qkv_proj`) and so are gate/up (`gate_up_proj`): a d
 then runs 4 larger matmuls per layer instead of 7. engine.model.loading maps a checkpoint's names
 (`model.layers.N.self_attn.q_proj.weight`, ...) to these and back, and reads config.json.
 
-Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, attention (with an optional
-static KV cache), MLP, decoder layer, the model.
+Read top to bottom: config, the block-causal mask, RoPE, RMSNorm, the static KV cache,
+grouped-query attention, `Kernels` (the products and attention every layer goes through, in
+plain torch; engine.model.routes computes them with other kernels), attention, MLP, decoder
+layer, the model.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -228,142 +229,41 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
     return out.reshape(b, heads, t, d)
 
 
-FLEX_BLOCK = 128  # flex_attention's default tile of queries and of keys
-# kernel_options of every flex_attention call. For a few query rows flex_attention picks its
-# split-KV decoding kernel, which torch 2.11 gets wrong in this model on the H200 (logits 1.49
-# off in fp32; the general kernel 3.1e-6, eager SDPA the reference; scripts/flex_diag.py,
-# 2026-12-03), so the general kernel is forced.
-FLEX_KERNEL_OPTIONS: dict | None = {"FORCE_USE_FLEX_ATTENTION": True}
+class Kernels:
+    """The operations a forward's products and attention go through: torch's F.linear and
+    SDPA, the reference. engine.model.routes.Routed computes the same with other kernels."""
+
+    def prepare(self, model: "SDARForCausalLM", x: torch.Tensor, mask):
+        """The hidden state, the mask and the kernels of one forward, in the forms they take."""
+        return x, mask, self
+
+    def hidden(self, x) -> torch.Tensor:
+        """The residual stream's tensor."""
+        return x
+
+    def normed(self, norm: "RMSNorm", x):
+        """norm(x), for the projection that reads it."""
+        return norm(x)
+
+    def project(self, linear: nn.Linear, x, residual: torch.Tensor | None = None):
+        """linear(x), plus `residual` where given."""
+        y = linear(x)
+        return y if residual is None else residual + y
+
+    def glu(self, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """SwiGLU: silu(gate) * up, from one product whose output is [gate ; up]."""
+        gate, up = self.project(linear, x).chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    def fused_attention(self, attention: "Attention", qkv: torch.Tensor, cos, sin, mask, kv, positions):
+        """The whole attention of `qkv` (norms, RoPE, cache write) by one kernel, or None."""
+        return None
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> torch.Tensor:
+        return grouped_attention(q, k, v, mask)
 
 
-def flex_block_mask(mask: torch.Tensor):
-    """The bool mask [B|1, 1, T, S] as a flex_attention BlockMask: the key tiles holding an
-    allowed key are listed (the others are skipped, not read), and inside them the mask
-    decides key by key, so attention is exactly the masked attention. Decoding over a cache
-    longer than the sequence reads only the tiles up to the current block, whatever the cache
-    length (a fixed shape for torch.compile and the CUDA graph)."""
-    from torch.nn.attention.flex_attention import BlockMask
-
-    b, _, t, s = mask.shape
-    q_tiles, kv_tiles = -(-t // FLEX_BLOCK), -(-s // FLEX_BLOCK)
-    # Padded to whole tiles, so that the kernel's reads of the mask stay inside it.
-    padded = F.pad(mask[:, 0], (0, kv_tiles * FLEX_BLOCK - s, 0, q_tiles * FLEX_BLOCK - t))
-    used = padded.view(b, q_tiles, FLEX_BLOCK, kv_tiles, FLEX_BLOCK).any(4).any(2)  # [b, q_tiles, kv_tiles]
-    # Tiles in use first, in order (a stable sort of "unused"): the kernel reads the first `count`.
-    order = torch.argsort((~used).to(torch.int32), dim=-1, stable=True).to(torch.int32)
-    count = used.sum(-1, dtype=torch.int32)
-    batch_of = (lambda _: 0) if b == 1 else (lambda i: i)
-
-    def mask_mod(batch, head, q_idx, kv_idx):
-        return padded[batch_of(batch), q_idx, kv_idx]
-
-    return BlockMask.from_kv_blocks(count[:, None], order[:, None], BLOCK_SIZE=FLEX_BLOCK, mask_mod=mask_mod,
-                                    seq_lengths=(t, s), compute_q_blocks=False)
-
-
-def flex_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask) -> torch.Tensor:
-    """grouped_attention through flex_attention (under torch.compile, a Triton kernel that,
-    for a few query rows, splits the keys over many thread blocks: flash-decoding), with the
-    query heads of a key/value head read together (enable_gqa)."""
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1],
-                          kernel_options=FLEX_KERNEL_OPTIONS)
-
-
-ATTENTION_KERNELS = ("sdpa", "flex", "decode")
-PROJECTION_KERNELS = ("linear", "skinny")
-
-
-class Residual(NamedTuple):
-    """A fused step's hidden state (SDARForCausalLM.fuses_norms): h [B, T, H] and its rows' sums
-    of squares in parts, part [P, B * T], as the skinny kernel's residual form writes them, so
-    that the next projection applies the RMSNorm itself (engine.model.skinny.norm_linear)."""
-
-    h: torch.Tensor
-    part: torch.Tensor
-
-
-class Normed(NamedTuple):
-    """norm(state.h), left to the projection that reads it."""
-
-    state: Residual
-    norm: "RMSNorm"
-
-
-def project(layer: nn.Linear, x: "torch.Tensor | Normed", projections: str,
-            residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
-    """`layer(x)`, through the engine's kernel for a step's few rows (engine.model.skinny) when
-    `projections` is "skinny" and it takes this product (bf16/fp16 on a GPU), else F.linear.
-    In a fused step (x a Normed, or a `residual` to add; only where fuses_norms said the
-    kernel takes every product) the norm or the residual add is done by the kernel too."""
-    if isinstance(x, Normed):
-        from engine.model import skinny
-
-        return skinny.norm_linear(x.state.h, x.state.part, x.norm.weight, layer.weight, x.norm.eps)
-    if residual is not None:
-        from engine.model import skinny
-
-        return Residual(*skinny.residual_linear(x, layer.weight, residual))
-    if projections == "skinny" and layer.bias is None:
-        from engine.model import skinny
-
-        if skinny.usable(x, layer.weight):
-            return skinny.linear(x, layer.weight)
-    return layer(x)
-
-
-# A decoding step's fused kernels: the decode attention that applies q/k RMSNorm and RoPE and
-# writes the cache itself (engine.model.decode_attention.decode_step_attention), and the skinny
-# kernel's SwiGLU form (engine.model.skinny.glu_linear). DICE_FUSED_STEP=0 runs those as separate
-# kernels, to compare (benchmarks/engine_speed.py); read at import.
-FUSED_STEP = os.environ.get("DICE_FUSED_STEP", "1") != "0"
-# A batch-1 step's attention norms applied by the skinny kernel of the qkv projection, and the
-# residual add before them done by the down projection's (SDARForCausalLM.fuses_norms): one
-# norm kernel a layer fewer. Not the other two norms: the norm form costs each thread block
-# ~0.7 us (its sums of squares, the weight's multiply), paid once for qkv's 2 waves of blocks
-# but 6 times for gate_up's and ~70 times for the vocabulary's, more than the norm kernel it
-# saves (H200, 2026-12-04). DICE_FUSED_NORMS=0 (or DICE_FUSED_STEP=0) runs them as their own
-# kernels, to compare.
-FUSED_NORMS = FUSED_STEP and os.environ.get("DICE_FUSED_NORMS", "1") != "0"
-# The fused attention pays its norms and RoPE in every program before its first read of the
-# cache: at batch 1 (one wave of programs) its kernels take ~0.09 ms a step less than the
-# separate ones (9.2 against 12.4 us a layer), two launches a layer fewer; at batch 8 (several
-# waves) the step was 0.1 ms slower (H200, 2026-12-04), so it serves batch 1.
-FUSED_MAX_BATCH = 1
-
-# Query rows (query heads per key/value head x tokens) up to which a step's attention goes
-# through the engine's decode kernel (engine.model.decode_attention); past it (a long first block),
-# through SDPA.
-DECODE_MAX_ROWS = 128
-
-
-class DecodeMask(NamedTuple):
-    """The mask of a step through the decode kernel, with its key lengths (computed once for
-    all layers; engine.model.decode_attention.kv_lengths)."""
-
-    mask: torch.Tensor
-    kv_len: torch.Tensor
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.mask.shape
-
-
-def decode_grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: DecodeMask) -> torch.Tensor:
-    """grouped_attention through the engine's split-KV decode kernel, for a step's few query
-    rows (SDPA past DECODE_MAX_ROWS)."""
-    if q.shape[1] // k.shape[1] * q.shape[2] > DECODE_MAX_ROWS:
-        return grouped_attention(q, k, v, mask.mask)
-    from engine.model.decode_attention import decode_attention
-
-    return decode_attention(q, k, v, mask.mask, mask.kv_len)
-
-
-def flex_supported(config: "SDARConfig") -> bool:
-    """flex_attention's kernels want a head dimension of at least 16, a power of two."""
-    d = config.head_dim
-    return d >= 16 and d & (d - 1) == 0
+PLAIN = Kernels()
 
 
 class Attention(nn.Module):
@@ -378,39 +278,29 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
-    def forward(self, x: "torch.Tensor | Normed", cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                kv: tuple[torch.Tensor, torch.Tensor] | None = None, positions: torch.Tensor | None = None,
-                projections: str = "linear") -> torch.Tensor:
-        b, t, _ = (x.state.h if isinstance(x, Normed) else x).shape
-        qkv = project(self.qkv_proj, x, projections)
-        if (FUSED_STEP and b <= FUSED_MAX_BATCH and isinstance(mask, DecodeMask) and kv is not None
-                and self.heads // self.kv_heads * t <= DECODE_MAX_ROWS):
-            # The decode kernel's fused form: norms, RoPE and the cache write inside the attention.
-            from engine.model.decode_attention import decode_step_attention
-
-            out = decode_step_attention(qkv, self.q_norm.weight, self.k_norm.weight, cos, sin, positions, *kv,
-                                        mask.mask, mask.kv_len, self.heads, self.q_norm.eps)
-            return project(self.o_proj, out.transpose(1, 2).reshape(b, t, -1), projections)
-        q, k, v = qkv.split(
-            [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
-        )
-        q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(k.view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
-        v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        if kv is not None:
-            # Write this call's keys at their positions, then attend over the cache's first
-            # mask.shape[-1] positions: the mask decides which of them count.
-            keys, values = kv
-            keys[:, :, positions] = k
-            values[:, :, positions] = v
-            k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
-        if isinstance(mask, DecodeMask):
-            attend = decode_grouped_attention
-        else:
-            attend = grouped_attention if isinstance(mask, torch.Tensor) else flex_grouped_attention
-        return project(self.o_proj, attend(q, k, v, mask).transpose(1, 2).reshape(b, t, -1), projections)
+    def forward(self, x, cos: torch.Tensor, sin: torch.Tensor, mask, kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+                positions: torch.Tensor | None = None, kernels: Kernels = PLAIN) -> torch.Tensor:
+        qkv = kernels.project(self.qkv_proj, x)
+        b, t, _ = qkv.shape
+        out = kernels.fused_attention(self, qkv, cos, sin, mask, kv, positions)
+        if out is None:
+            q, k, v = qkv.split(
+                [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], dim=-1
+            )
+            q = self.q_norm(q.view(b, t, self.heads, self.head_dim)).transpose(1, 2)
+            k = self.k_norm(k.view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
+            v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            if kv is not None:
+                # Write this call's keys at their positions, then attend over the cache's first
+                # S positions (S: the mask's last dimension): the mask decides which of them count.
+                keys, values = kv
+                keys[:, :, positions] = k
+                values[:, :, positions] = v
+                k, v = keys[:, :, : mask.shape[-1]], values[:, :, : mask.shape[-1]]
+            out = kernels.attend(q, k, v, mask)
+        return kernels.project(self.o_proj, out.transpose(1, 2).reshape(b, t, -1))
 
 
 class MLP(nn.Module):
@@ -420,16 +310,9 @@ class MLP(nn.Module):
         self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, projections: str = "linear",
-                residual: torch.Tensor | None = None) -> "torch.Tensor | Residual":
-        weight = self.gate_up_proj.weight
-        if FUSED_STEP and projections == "skinny" and self.gate_up_proj.bias is None:
-            from engine.model import skinny
-
-            if skinny.usable(x, weight, glu=True):  # the product and its activation in one kernel
-                return project(self.down_proj, skinny.glu_linear(x, weight), projections, residual)
-        gate, up = project(self.gate_up_proj, x, projections).chunk(2, dim=-1)
-        return project(self.down_proj, F.silu(gate) * up, projections, residual)
+    def forward(self, x: torch.Tensor, kernels: Kernels = PLAIN, residual: torch.Tensor | None = None):
+        """down(silu(gate(x)) * up(x)), plus `residual` where given."""
+        return kernels.project(self.down_proj, kernels.glu(self.gate_up_proj, x), residual)
 
 
 class DecoderLayer(nn.Module):
@@ -440,14 +323,10 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, kv=None, positions=None, projections="linear"):
-        if isinstance(x, Residual):
-            # A fused step: the attention's norm in its qkv projection, the MLP's residual add in
-            # its down projection (engine.model.sdar.FUSED_NORMS says why only those).
-            x = x.h + self.self_attn(Normed(x, self.input_layernorm), cos, sin, mask, kv, positions, projections)
-            return self.mlp(self.post_attention_layernorm(x), projections, residual=x)
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, kv, positions, projections)
-        return x + self.mlp(self.post_attention_layernorm(x), projections)
+    def forward(self, x, cos, sin, mask, kv=None, positions=None, kernels: Kernels = PLAIN):
+        h = kernels.hidden(x) + self.self_attn(kernels.normed(self.input_layernorm, x), cos, sin, mask, kv, positions,
+                                               kernels)
+        return self.mlp(self.post_attention_layernorm(h), kernels, residual=h)
 
 
 class SDARModel(nn.Module):
@@ -476,12 +355,8 @@ class SDARForCausalLM(nn.Module):
       by default the whole cache under the block-causal rule on absolute positions);
     - `logits_to_keep`: logits for the last N positions only (0 = all); decoding needs the
       current block's, and the vocabulary projection is a large matmul;
-    - `attention`: "sdpa" (torch's scaled_dot_product_attention), "flex" (flex_attention
-      over the same mask as a BlockMask) or "decode" (the engine's split-KV kernel for a
-      step's few query rows, engine.model.decode_attention; needs Triton): the same attention,
-      computed by another kernel;
-    - `projections`: "linear" (F.linear: cuBLAS on a GPU) or "skinny" (engine.model.skinny, the
-      engine's kernel for a step's few rows, where it applies): the same products.
+    - `kernels`: which kernels compute the products and attention (engine.model.routes.Routed:
+      flex_attention, the engine's decode and skinny kernels, fused steps); the same logits.
     """
 
     def __init__(self, config: SDARConfig):
@@ -492,20 +367,8 @@ class SDARForCausalLM(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        position_ids: torch.Tensor | None = None,
-        attn_mask: "torch.Tensor | BlockMask | None" = None,
-        cache: KVCache | None = None,
-        logits_to_keep: int = 0,
-        attention: str = "sdpa",
-        projections: str = "linear",
-    ) -> torch.Tensor:
-        if attention not in ATTENTION_KERNELS:
-            raise ValueError(f"attention must be one of {ATTENTION_KERNELS}, not {attention!r}")
-        if projections not in PROJECTION_KERNELS:
-            raise ValueError(f"projections must be one of {PROJECTION_KERNELS}, not {projections!r}")
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None, attn_mask=None,
+                cache: KVCache | None = None, logits_to_keep: int = 0, kernels: Kernels = PLAIN) -> torch.Tensor:
         b, t = input_ids.shape
         if position_ids is None:
             if cache is not None:
@@ -518,43 +381,11 @@ class SDARForCausalLM(nn.Module):
             attn_mask = block_causal_mask(position_ids, key_pos, self.config.block_size)
         elif isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]
-        if attention == "flex" and isinstance(attn_mask, torch.Tensor):
-            # Once for all layers. A caller compiling this model passes the BlockMask built
-            # outside it instead: inductor cannot lower flex_attention over a mask_mod whose
-            # captured tensor is computed inside the same graph ("'function' object has no
-            # attribute 'graph'", torch 2.11 on the H200; no valid choice on the CPU).
-            attn_mask = flex_block_mask(attn_mask)
-        elif attention == "decode" and isinstance(attn_mask, torch.Tensor):
-            from engine.model.decode_attention import kv_lengths
-
-            attn_mask = DecodeMask(attn_mask, kv_lengths(attn_mask))
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary_cos_sin(position_ids, self.config, x.dtype)
-        if self.fuses_norms(x, projections):
-            x = Residual(x, x.float().square().sum(-1).reshape(1, -1))
+        x, attn_mask, kernels = kernels.prepare(self, x, attn_mask)
         for i, layer in enumerate(self.model.layers):
             kv = (cache.keys[i], cache.values[i]) if cache is not None else None
-            x = layer(x, cos, sin, attn_mask, kv, position_ids[0], projections)
-        if isinstance(x, Residual):
-            x = x.h
-        return project(self.lm_head, self.model.norm(x[:, -logits_to_keep:]), projections)
-
-    def fuses_norms(self, x: torch.Tensor, projections: str) -> bool:
-        """Whether this call runs its layers as a fused step: each layer's first RMSNorm applied
-        by its qkv projection and its last residual add done by its down projection (the skinny
-        kernel's norm and residual forms), one norm kernel a layer fewer. Only where that kernel
-        takes all of a layer's products (a batch-1 step's few rows in bf16 on a GPU; not fp16,
-        whose range the norm's weight times an unnormalized outlier of the residual stream could
-        leave, where the model multiplies the weight by the normalized value)."""
-        if not (FUSED_NORMS and projections == "skinny" and x.is_cuda and x.dtype == torch.bfloat16
-                and self.model.layers):
-            return False
-        from engine.model import skinny
-
-        layer = self.model.layers[0]
-        attn, mlp = layer.self_attn, layer.mlp
-        products = ((attn.qkv_proj, False), (attn.o_proj, False), (mlp.gate_up_proj, True), (mlp.down_proj, False))
-        rows = x.numel() // x.shape[-1]
-        return (all(linear.bias is None and skinny.takes_rows(rows, x.dtype, linear.weight, glu)
-                    for linear, glu in products)
-                and layer.input_layernorm.weight.dtype == x.dtype)
+            x = layer(x, cos, sin, attn_mask, kv, position_ids[0], kernels)
+        x = kernels.hidden(x)
+        return kernels.project(self.lm_head, self.model.norm(x[:, -logits_to_keep:]))

@@ -16,7 +16,7 @@ compiles it in a second on first use, no toolkit needed):
 - the warps' partial sums are added in shared memory, in a fixed order (deterministic), and
   rounded once to bf16/fp16 (round to nearest even), as cuBLAS rounds its fp32 sums.
 
-Two more forms serve a fused batch-1 step (engine.model.sdar.SDARForCausalLM.fuses_norms):
+Two more forms serve a fused batch-1 step (engine.model.routes.Fusion.norms):
 `residual_linear` adds the residual stream in the epilogue and writes each row's sum of squares
 over each block's 16 features; `norm_linear` applies RMSNorm to its input from those sums (the
 norm's weight multiplied in as x is loaded, 1 / rms applied to the fp32 sums), so the norm
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -306,9 +305,9 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
 # the step's RMSNorm/RoPE kernels better around the custom op), so it takes gate_up too. At
 # 64 rows (batch 8) cuBLAS was 1.3x to 2.5x faster on every shape, so the engine gives the
 # kernel at most MAX_ROWS rows. Another shape takes DEFAULT_CONFIG (the best or near it on
-# all five), cut to what divides its K. DICE_SKINNY_TUNED names a JSON file of the same
-# table ({"tiles,n,k": [warps, unroll] or null}, what benchmarks/decode_kernels.py writes)
-# that replaces it: how a benchmark tries a new tuning before it is written here.
+# all five), cut to what divides its K. `use_tuned(read_tuned(path))` replaces the table with
+# a JSON file of the same ({"tiles,n,k": [warps, unroll] or null}, what
+# benchmarks/decode_kernels.py writes): how a benchmark tries a new tuning before it is written here.
 DEFAULT_CONFIG = (16, 4)
 TUNED: dict[tuple[int, int, int], tuple[int, int] | None] = {
     (1, 4096, 2048): (16, 2),
@@ -317,20 +316,26 @@ TUNED: dict[tuple[int, int, int], tuple[int, int] | None] = {
     (1, 2048, 6144): (16, 4),
     (1, 151936, 2048): (16, 4),
 }
+# The table in use: set outside the model's forward, as usable() runs inside torch.compile's
+# trace, which cannot read a file.
+_tuned_table: dict | None = None
 
 
-def _tuned_file(path: str) -> dict:
+def read_tuned(path: str | Path) -> dict:
+    """A tuning table from a JSON file in benchmarks/decode_kernels.py's format."""
     table = json.loads(Path(path).read_text())
     return {tuple(int(v) for v in key.split(",")): None if value is None else tuple(value)
             for key, value in table.items()}
 
 
-# Read once, at import: usable() runs inside torch.compile's trace, which cannot read a file.
-_FROM_FILE = _tuned_file(os.environ["DICE_SKINNY_TUNED"]) if os.environ.get("DICE_SKINNY_TUNED") else None
+def use_tuned(table: dict | None) -> None:
+    """Tile choices per (tiles, n, k) in place of TUNED (None: TUNED again)."""
+    global _tuned_table
+    _tuned_table = table
 
 
 def _tuned() -> dict:
-    return TUNED if _FROM_FILE is None else _FROM_FILE
+    return TUNED if _tuned_table is None else _tuned_table
 
 
 def faster_than_cublas(m: int, n: int, k: int) -> bool:

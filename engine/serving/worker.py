@@ -30,12 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="builtin")
     parser.add_argument("--device")
     parser.add_argument("--dtype")
+    parser.add_argument("--decode-path", help="a local model's decoding path (engine.model.routes.PATHS; "
+                        "default: the fastest the machine runs)")
     args = parser.parse_args(argv)
     frames = claim_stdout()
     import engine
 
     try:
-        loaded = engine.load(args.model, device=args.device, dtype=args.dtype)
+        routing = None
+        if args.decode_path:
+            from engine.model.routes import Routing  # torch: only for a local model
+
+            routing = Routing(path=args.decode_path)
+        loaded = engine.load(args.model, device=args.device, dtype=args.dtype, routing=routing)
         loaded.warm_up(report_to_stderr)
     except Exception as exc:  # whatever breaks loading is reported, not a silent exit
         message = engine.load_failure(args.model, exc)

@@ -54,6 +54,7 @@ from engine.training.fim_data import (
     FimSampler,
 )
 from engine.model.loading import config_from_json, config_to_json, save_checkpoint
+from engine.model.routes import Routed
 from engine.model.sdar import SDARForCausalLM
 
 
@@ -172,7 +173,7 @@ def diffusion_loss(model: SDARForCausalLM, batch: Batch, mask_id: int, pad_doc: 
         position_ids=torch.cat([pos, pos], dim=1),
         attn_mask=mask,
         logits_to_keep=t,
-        attention=attention,
+        kernels=Routed(attention),
     )
     # Weights and masks as multiplications rather than logits[masked]: boolean indexing
     # would sync with the GPU.

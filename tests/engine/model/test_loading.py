@@ -11,7 +11,7 @@ import torch
 from engine.model.loading import config_from_json, config_to_json, load_checkpoint, load_config, load_tokenizer, save_checkpoint
 from engine.types import EngineError
 
-from .conftest import random_model, tiny_sdar_config
+from tests.engine.conftest import random_model, tiny_sdar_config
 
 
 def test_real_sdar_tokenizer_loads_with_its_mask_token(sdar_tokenizer_dir):

@@ -13,7 +13,7 @@ from engine.model.loading import config_from_json
 from engine.model.sdar import SDARForCausalLM
 from engine.training.train import TrainSettings, diffusion_loss, role_weights
 
-from .test_builtin_train import _packed_docs
+from tests.engine.training.test_builtin_train import _packed_docs
 
 pytestmark = pytest.mark.gpu
 

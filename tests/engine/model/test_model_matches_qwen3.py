@@ -13,7 +13,7 @@ import torch
 from engine.model.loading import load_checkpoint
 from engine.model.sdar import block_causal_mask
 
-from .conftest import copy_tokenizer
+from tests.engine.conftest import copy_tokenizer
 
 # The SDAR tokenizer's 151670 tokens must fit the embedding table (engine.model.loading refuses a
 # tokenizer larger than the vocabulary); the test ids stay below 512.

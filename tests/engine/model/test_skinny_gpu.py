@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from engine.decoding.decode import check_agreement, decode
+from engine.model.routes import Fusion, Routed
 from engine.types import Sampling
 
-from .conftest import random_model, tiny_sdar_config
+from tests.engine.conftest import random_model, tiny_sdar_config
 
 pytestmark = pytest.mark.gpu
 
@@ -218,11 +219,11 @@ def test_a_fused_step_is_a_few_bf16_rows_on_the_skinny_path(bf16_model):
     """fuses_norms: the skinny path's few rows in bf16; not more rows (cuBLAS's), another
     path, or fp16 (whose range the norm's weight times an unnormalized outlier could leave)."""
     x = torch.zeros(1, 8, bf16_model.config.hidden_size, device="cuda", dtype=torch.bfloat16)
-    assert bf16_model.fuses_norms(x, "skinny")
-    assert not bf16_model.fuses_norms(x, "linear")
-    assert not bf16_model.fuses_norms(x.repeat(2, 1, 1), "skinny")
+    assert Routed(projections="skinny").fuses_norms(bf16_model, x)
+    assert not Routed(projections="linear").fuses_norms(bf16_model, x)
+    assert not Routed(projections="skinny").fuses_norms(bf16_model, x.repeat(2, 1, 1))
     half = random_model(tiny_sdar_config(head_dim=16), std=0.1).cuda().half()
-    assert not half.fuses_norms(x.half(), "skinny")
+    assert not Routed(projections="skinny").fuses_norms(half, x.half())
 
 
 def test_the_skinny_path_in_fp32_gives_the_plain_paths_tokens():
@@ -231,3 +232,27 @@ def test_the_skinny_path_in_fp32_gives_the_plain_paths_tokens():
     ids = torch.randint(0, 5000, (40,), generator=torch.Generator().manual_seed(1)).tolist()
     args = dict(n=3, max_tokens=32, sampling=Sampling(), stop_ids=[])
     assert decode(model, ids, path="skinny", **args).tokens == decode(model, ids, path="cached", **args).tokens
+
+
+def test_the_fusions_switch_off_and_on(bf16_model, monkeypatch):
+    """routes.Fusion: off, a batch-1 step runs no fused form (no norm or residual in a product,
+    no SwiGLU kernel); on or off, the step agrees with the plain path, and an fp32 model's
+    `decode` path (fused attention at batch 1) gives the same tokens either way."""
+    forms = []
+    launch = skinny.launch
+
+    def counted(*a, **kw):
+        forms.append(kw.get("norm") is not None or kw.get("residual") is not None or bool(kw.get("glu")))
+        return launch(*a, **kw)
+
+    monkeypatch.setattr(skinny, "launch", counted)
+    for fusion in (Fusion(step=False), Fusion(norms=False), Fusion()):
+        forms.clear()
+        distance = check_agreement(bf16_model, "skinny", 1, 4, fusion=fusion)
+        assert distance <= 0.05, (fusion, distance)
+        assert any(forms) == fusion.step, (fusion, forms)
+    model = random_model(tiny_sdar_config(head_dim=16)).cuda()
+    ids = torch.randint(0, 5000, (40,), generator=torch.Generator().manual_seed(2)).tolist()
+    args = dict(n=1, max_tokens=32, sampling=Sampling(), stop_ids=[], path="decode")
+    assert (decode(model, ids, fusion=Fusion(), **args).tokens
+            == decode(model, ids, fusion=Fusion(step=False), **args).tokens)

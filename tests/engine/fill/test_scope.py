@@ -13,7 +13,7 @@ from engine.fill.scope import (balanced, closes_in_context, cut_to_span, declara
                           type_family, uninitialized_declaration, unknown_names, usage_type, without_type)
 from engine.types import Candidate
 
-SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
+SAXPY = (Path(__file__).resolve().parents[3] / "examples" / "saxpy.cu").read_text()
 STATEMENT = "y[i] = a * x[i] + y[i];"
 AT = SAXPY.index(STATEMENT)
 PREFIX, SUFFIX = SAXPY[:AT], SAXPY[AT + len(STATEMENT):]

@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.model.loading import load_config, load_tokenizer
 from engine.model.tokenizer import JsonTokenizer
 
-BUILTIN = Path(__file__).resolve().parents[2] / "engine" / "builtin"
+BUILTIN = Path(__file__).resolve().parents[3] / "engine" / "builtin"
 
 
 def _texts(repo_root: Path) -> list[str]:

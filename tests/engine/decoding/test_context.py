@@ -18,7 +18,7 @@ from engine.decoding.context import fit_infill, prompt_budget
 from engine.model.loading import load_config, load_tokenizer
 from engine.types import EngineError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def big_cuda_file(lines: int = 2000) -> str:

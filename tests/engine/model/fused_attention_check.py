@@ -1,7 +1,7 @@
 """The fused decode attention (engine.model.decode_attention.decode_step_attention) against the
 model's own steps (q/k RMSNorm, RoPE, the cache write, grouped_attention), for the shapes a
-decoding step has. Run by tests/engine/test_decode_attention.py on the CPU (Triton's
-interpreter) and by tests/engine/test_decode_gpu.py on a GPU."""
+decoding step has. Run by tests/engine/model/test_decode_attention.py on the CPU (Triton's
+interpreter) and by tests/engine/decoding/test_decode_gpu.py on a GPU."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """On the CPU: the skinny projection kernel's source compiles for the GPUs it targets, every
 instantiation the engine can ask for, and the `skinny` decoding path is wired like the other
-GPU paths (tests/engine/test_skinny_gpu.py runs it)."""
+GPU paths (tests/engine/model/test_skinny_gpu.py runs it)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from engine.model import skinny
-from engine.decoding.paths import FALLBACK, FAST_PATHS, PATHS, make_forward
+from engine.decoding.paths import make_forward
+from engine.model.routes import FALLBACK, FAST_PATHS, PATHS, Routed
 from engine.types import EngineError
 
-from .conftest import random_model, tiny_sdar_config
+from tests.engine.conftest import random_model, tiny_sdar_config
 
 
 # The forms launch() asks for: plain, SwiGLU, each with the norm applied as x is read, and the
@@ -63,9 +64,9 @@ def test_the_model_takes_the_projections_argument_and_refuses_an_unknown_one():
     model = random_model(tiny_sdar_config())
     ids = torch.randint(0, 1000, (1, 8))
     # On the CPU "skinny" falls back to F.linear product by product: the same logits.
-    assert torch.equal(model(ids, projections="skinny"), model(ids))
+    assert torch.equal(model(ids, kernels=Routed(projections="skinny")), model(ids))
     with pytest.raises(ValueError, match="projections"):
-        model(ids, projections="cutlass")
+        model(ids, kernels=Routed(projections="cutlass"))
 
 
 def test_launch_refuses_what_the_kernel_would_misread():

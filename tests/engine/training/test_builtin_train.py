@@ -40,7 +40,7 @@ from engine.training.train import (
     training_mask_mod,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _script(name: str):

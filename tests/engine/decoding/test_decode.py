@@ -8,7 +8,7 @@ import torch
 from engine.decoding.decode import choose_commits, decode, filter_logits, planned_steps, transfer_schedule
 from engine.types import Cancelled, EngineError, Sampling
 
-from .conftest import random_model, tiny_sdar_config
+from tests.engine.conftest import random_model, tiny_sdar_config
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +269,8 @@ def test_flex_attention_gives_the_same_tokens(tiny16, prompt_len, sampling):
 
 
 def test_the_flex_block_mask_skips_the_tiles_past_the_block():
-    from engine.model.sdar import FLEX_BLOCK, block_causal_mask, flex_block_mask
+    from engine.model.routes import FLEX_BLOCK, flex_block_mask
+    from engine.model.sdar import block_causal_mask
 
     positions = torch.arange(300, 308)
     mask = block_causal_mask(positions, torch.arange(4 * FLEX_BLOCK), 4)
@@ -373,8 +374,8 @@ def test_warm_up_checks_a_path_against_the_plain_path_and_refuses_one_that_disag
 
 
 def test_the_default_path_off_a_gpu_is_the_eager_cached_one():
-    """engine.decoding.paths.default_path on the CPU (the GPU's is tests/engine/test_decode_gpu.py)."""
-    from engine.decoding.paths import default_path
+    """engine.model.routes.default_path on the CPU (the GPU's is tests/engine/decoding/test_decode_gpu.py)."""
+    from engine.model.routes import default_path
 
     assert default_path(random_model(tiny_sdar_config())) == "cached"
 

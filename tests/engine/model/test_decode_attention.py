@@ -3,7 +3,7 @@ interpreter: against SDPA (engine.model.sdar.grouped_attention) for the shapes a
 (grouped query heads, a window of 4 to 16 tokens, a cache longer than the sequence and not a
 whole number of tiles, a mask per batch row), and the `static-decode` path's tokens against
 the eager `cached` path's. Triton comes with torch's CUDA builds; where it is not installed
-(the CPU-only torch of CI) the kernel's tests are skipped, and the GPU tests (tests/engine/test_decode_gpu.py)
+(the CPU-only torch of CI) the kernel's tests are skipped, and the GPU tests (tests/engine/decoding/test_decode_gpu.py)
 run the kernel compiled."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _triton() -> str | None:
@@ -78,7 +78,7 @@ def test_the_kernel_is_sdpa_for_every_shape_of_a_step():
 def test_the_fused_kernel_is_the_models_norms_rope_cache_write_and_attention(dtype):
     out = _interpreted(f"""
         import torch
-        from tests.engine.fused_attention_check import mismatches
+        from tests.engine.model.fused_attention_check import mismatches
 
         print(mismatches("cpu", torch.{dtype}))
     """)

@@ -12,7 +12,7 @@ from engine.decoding.decode import decode
 from engine.model.loading import load_checkpoint
 from engine.types import Sampling
 
-from .conftest import random_model, tiny_sdar_config
+from tests.engine.conftest import random_model, tiny_sdar_config
 
 pytestmark = pytest.mark.gpu
 
@@ -124,9 +124,9 @@ def test_a_block_waits_for_the_device_once_not_per_step(request, path):
 
 
 def test_the_default_path_on_a_gpu_is_skinny_and_it_gives_the_plain_paths_tokens(gpu_model16):
-    """engine.decoding.paths.default_path: `skinny` on a GPU with Triton (as torch's CUDA builds
+    """engine.model.routes.default_path: `skinny` on a GPU with Triton (as torch's CUDA builds
     bring it) and CuPy, and the engine's default decoding gives the eager path's tokens."""
-    from engine.decoding.paths import GPU_DEFAULT, default_path
+    from engine.model.routes import GPU_DEFAULT, default_path
 
     assert default_path(gpu_model16) == GPU_DEFAULT == "skinny"
     ids = prompt(50)
@@ -138,7 +138,7 @@ def test_the_default_path_on_a_gpu_is_skinny_and_it_gives_the_plain_paths_tokens
 def test_the_engine_keeps_its_default_path_after_warm_up(gpu_model16):
     """LocalEngine.warm_up compiles, captures and checks the default path for 1 and 8
     candidates and keeps it (a failure there hands over to a slower path, silently fast)."""
-    from engine.decoding.paths import GPU_DEFAULT
+    from engine.model.routes import GPU_DEFAULT
     from engine.decoding.local import LocalEngine
 
     engine = LocalEngine(gpu_model16, tokenizer=None, config=gpu_model16.config, name="tiny16")
@@ -150,6 +150,6 @@ def test_the_engine_keeps_its_default_path_after_warm_up(gpu_model16):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_fused_decode_attention_is_the_models_norms_rope_cache_write_and_attention(dtype):
-    from .fused_attention_check import mismatches
+    from tests.engine.model.fused_attention_check import mismatches
 
     assert mismatches("cuda", dtype) == []

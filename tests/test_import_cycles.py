@@ -153,3 +153,38 @@ def test_dice_lsp_layers_import_only_downwards():
                 wrong.append(f"{module} -> {imported}")
     assert "dice_lsp.lsp.features.generate" in graph["dice_lsp.lsp.wiring"]  # the graph is read
     assert wrong == []
+
+
+def test_engine_layers_import_only_downwards():
+    """engine's sub-packages (docs/architecture.md): types <- model (the SDAR math, its kernels
+    and their routing, checkpoint loading) ; types <- fill (a FIM fill's text: cut, scope,
+    spelling) ; model, fill <- decoding (prompts, block-diffusion decoding, the local engine) <-
+    training, serving (worker, server, the dice:// and sglang:// clients). `engine` itself
+    (`engine.load`) may import any; only serving imports it (the worker and the server load an
+    engine). The engine imports nothing of dice_lsp or profiler."""
+    allowed = {
+        "types": {"types"},
+        "model": {"types", "model"},
+        "fill": {"types", "fill"},
+        "decoding": {"types", "model", "fill", "decoding"},
+        "training": {"types", "model", "decoding", "training"},
+        "serving": {"types", "model", "decoding", "serving", ""},
+        "": {"types", "model", "fill", "decoding", "training", "serving"},
+        "templates": set(),  # DICE's prompt examples, data that happens to be Python
+    }
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    wrong = []
+    for module, imports in graph.items():
+        if module != "engine" and not module.startswith("engine."):
+            continue
+        layer = module.split(".")[1] if "." in module else ""
+        for imported in imports:
+            if imported.split(".")[0] in ("dice_lsp", "profiler"):
+                wrong.append(f"{module} -> {imported}")
+            elif imported == "engine" or imported.startswith("engine."):
+                target = imported.split(".")[1] if "." in imported else ""
+                if target not in allowed[layer]:
+                    wrong.append(f"{module} -> {imported}")
+    assert "engine.model.routes" in graph["engine.decoding.paths"]  # the graph is read
+    assert {m.split(".")[1] for m in graph if m.startswith("engine.")} == set(allowed) - {""}
+    assert wrong == []

@@ -3,7 +3,7 @@
 A denoising step attends with the current block's tokens (4 to 8) over a cache of thousands
 of positions. A flash kernel tiled over queries runs one thread block per (batch, head, 128
 query rows): at batch 1, a handful of blocks for the whole GPU, each reading the whole cache
-(0.79 ms of each step of the DICE-1.7B shape on the H200, 2026-12-02). flex_attention's own
+(0.79 ms of each step of the DICE-1.7B shape on the H200). flex_attention's own
 split-KV kernel, which it picks for a few query rows, gives wrong logits in this model with
 torch 2.11 (scripts/flex_diag.py). This is the engine's own, in two Triton kernels
 (engine.model.decode_attention_kernels):
@@ -27,8 +27,7 @@ the window compute that window's keys (RMSNorm, RoPE) and values, use them where
 cache, and write them to it (no other program reads those positions). That is four kernels of
 a layer (q norm/RoPE, k norm/RoPE and the cache write, the split attention, the merge) in two: with the
 skinny kernel's SwiGLU form, a batch-1 step of the DICE-1.7B shape took 1.727 and 1.819 ms
-against 1.897 and 1.900 without them in the same calls on the H200 (docs/benchmarks.md,
-2026-12-04).
+against 1.897 and 1.900 without them in the same calls on the H200 (docs/benchmarks.md).
 
 `decode_attention(q, k, v, mask, kv_len)` is a torch custom op (`dice::decode_attention`), so
 that torch.compile keeps it whole inside a compiled model. Needs Triton and a CUDA device;

@@ -3,7 +3,7 @@
 A denoising step of block diffusion runs 8 token rows at batch 1 (the block and the one
 before it) through every projection: y [M, N] = x [M, K] @ W [N, K]^T with M = 8 to 64 and
 W read once from memory, so the step is bound by reading the weights. cuBLAS runs these at
-1.4 to 3.2 TB/s on the H200 (docs/benchmarks.md, 2026-12-04), 1.56x the floor for the
+1.4 to 3.2 TB/s on the H200 (docs/benchmarks.md), 1.56x the floor for the
 projections alone. This is the engine's own kernel for them, in CUDA through CuPy (NVRTC
 compiles it in a second on first use, no toolkit needed):
 
@@ -297,7 +297,7 @@ skinny(const u16* __restrict__ w, const u16* __restrict__ x, u16* __restrict__ y
 
 # Per (8-row tiles of x, N, K): (warps per block, 16-byte loads of each W row in flight per
 # thread), or None where cuBLAS is faster. Measured on the H200 with
-# benchmarks/decode_kernels.py (docs/benchmarks.md, 2026-12-04), DICE-1.7B's
+# benchmarks/decode_kernels.py (docs/benchmarks.md), DICE-1.7B's
 # shapes at 8 rows (a batch-1 step), each alone: qkv 6.46 us against cuBLAS's 7.14, o 4.35
 # against 6.15, down 10.66 against 11.53, the vocabulary 142.8 against 152.2; gate_up 16.02
 # against 15.62, but in the step the kernel takes gate_up as fast as cuBLAS does (0.44 ms a

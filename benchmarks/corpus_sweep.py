@@ -3,12 +3,12 @@ and the text functions of a FIM fill, on every real file of the corpus, each cal
 
     python benchmarks/corpus_sweep.py [--corpus .corpus] [--splits train,valid,test] [--per-file 3]
 
-Files: the corpus's records (engine/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
+Files: the corpus's records (engine/training/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
 sources (not the project's generated or ordinary kernels). For each file:
 dice_lsp.lsp.document_analysis.analyse (what codeAction, codeLens and hover read), then at
-`--per-file` lines chosen with --seed, the line masked: engine.scope's cut_to_span, span_ended,
-fits_span and engine.spelling.respelled of five fills (the line, the line and another, another
-line alone, `}`, an unbalanced one), needed_names and scope_of, and engine.local's
+`--per-file` lines chosen with --seed, the line masked: engine.fill.scope's cut_to_span, span_ended,
+fits_span and engine.fill.spelling.respelled of five fills (the line, the line and another, another
+line alone, `}`, an unbalanced one), needed_names and scope_of, and engine.decoding.local's
 rank_in_scope and shows_bad_fills of four candidates, all over the whole file (the engine cuts
 a fill's context first, so these are harder than the engine's calls). Reported: files, any
 exception (with its traceback's end), and every call over --slow seconds. Exit status 1 if
@@ -41,9 +41,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from dice_lsp.lsp.document_analysis import analyse
-    from engine.local import rank_in_scope, shows_bad_fills
-    from engine.scope import cut_to_span, fits_span, needed_names, scope_of, span_ended
-    from engine.spelling import respelled
+    from engine.decoding.local import rank_in_scope, shows_bad_fills
+    from engine.fill.scope import cut_to_span, fits_span, needed_names, scope_of, span_ended
+    from engine.fill.spelling import respelled
     from engine.types import Candidate
 
     splits = set(args.splits.split(","))

@@ -8,12 +8,12 @@ call on a weight (or KV cache) of its own, so that nothing is served from the 50
 a step would have to read from memory; the graph replayed 20 times after a warm-up, CUDA
 events, median; per call = graph / 28. GB/s counts the weight (or cache) bytes a call must
 read. Projections (DICE-1.7B's four per layer and the vocabulary's): cuBLAS as the engine
-calls it (F.linear), cuBLAS on the transposed product, and engine.skinny (the engine's own
+calls it (F.linear), cuBLAS on the transposed product, and engine.model.skinny (the engine's own
 kernel for a step's few rows) over its grid of tile choices (warps per block x loads in
 flight); the fastest skinny choice per shape, or null where cuBLAS was faster, goes to
-$OUT/skinny_tuned.json in engine.skinny.TUNED's format (DICE_SKINNY_TUNED reads it). (A
+$OUT/skinny_tuned.json in engine.model.skinny.TUNED's format (skinny.use_tuned(skinny.read_tuned(path)) takes it). (A
 Triton kernel for the same products, tried in the run at 2ade610, was not faster than cuBLAS:
-docs/benchmarks.md.) Attention: the engine's decode kernel (engine.decode_attention) with
+docs/benchmarks.md.) Attention: the engine's decode kernel (engine.model.decode_attention) with
 other split and tile sizes. Writes $OUT/decode_kernels.json (OUT defaults to ./.device-out).
 """
 
@@ -33,9 +33,9 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine import decode_attention as attention_kernel  # noqa: E402
-from engine import skinny  # noqa: E402
-from engine.model import block_causal_mask, grouped_attention  # noqa: E402
+from engine.model import decode_attention as attention_kernel  # noqa: E402
+from engine.model import skinny  # noqa: E402
+from engine.model.sdar import block_causal_mask, grouped_attention  # noqa: E402
 
 LAYERS = 28
 MAX_ERR = 0.05  # bf16 against the reference (F.linear, SDPA): a variant past it is wrong, never "best"
@@ -114,7 +114,7 @@ def projections(rows: int) -> dict:
         if tried:
             fastest = min(tried, key=lambda label: ok[label]["us"])
             cublas = ok.get("cublas F.linear", {}).get("us", float("inf"))
-            # null: cuBLAS stays (engine.skinny.TUNED)
+            # null: cuBLAS stays (engine.model.skinny.TUNED)
             out[name]["skinny_best"] = list(choices[fastest]) if ok[fastest]["us"] < cublas else None
         print(f"[projections rows={rows}] {name} {n}x{k}: cublas {row['cublas F.linear'].get('us', 0):.2f} us, "
               f"best {best} {ok[best]['us']:.2f} us ({ok[best]['gb_per_s']:.0f} GB/s)", flush=True)
@@ -173,7 +173,7 @@ def main() -> int:
     for rows in [] if args.skip_projections else map(int, args.rows.split(",")):
         results[f"projections_rows{rows}"] = projections(rows)
         (out_dir / "decode_kernels.json").write_text(json.dumps(results, indent=2) + "\n")
-        # The skinny kernel's fastest tiles per shape, as engine.skinny.TUNED (DICE_SKINNY_TUNED).
+        # The skinny kernel's fastest tiles per shape, as engine.model.skinny.TUNED (skinny.read_tuned reads it).
         tuned = {f"{skinny._tiles(v['shape'][0])},{v['shape'][1]},{v['shape'][2]}": v["skinny_best"]
                  for key, r in results.items() if key.startswith("projections_rows")
                  for v in r.values() if "skinny_best" in v and v["shape"][0] <= skinny.KERNEL_ROWS}

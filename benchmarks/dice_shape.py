@@ -15,7 +15,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402  (after the path is set)
+from engine.model.sdar import SDARConfig, SDARForCausalLM  # noqa: E402  (after the path is set)
 
 BLOCK = 4
 DICE_1_7B = SDARConfig(

@@ -17,9 +17,9 @@ Measured in one run, each number with how it was measured:
   attending to the cache), per decoding path (cached = eager, graphs = CUDA graph of the eager
   model (the baseline the default is measured against), compiled = torch.compile'd model in a
   CUDA graph, flex = compiled with flex_attention, decode = compiled with the engine's split-KV
-  decode attention (engine.fast_paths.GPU_DEFAULT)), at batch 1 and 8;
+  decode attention (engine.model.routes.GPU_DEFAULT)), at batch 1 and 8;
   CUDA events around 50 steps after warm-up, median. setup_s: the first step's compilation
-  and capture (what the engine pays at load, engine.decode.warm_up).
+  and capture (what the engine pays at load, engine.decoding.decode.warm_up).
 - tokens/s: a whole decode of --gen tokens per candidate under the static schedule (steps 4,
   block 4: one token per step and candidate), summed over the candidates, prefill excluded
   and included; ms_per_step there includes sampling and the loop, not only the forward.
@@ -27,7 +27,7 @@ Measured in one run, each number with how it was measured:
   (default low_confidence_dynamic 0.9; the dice preset, static and dynamic 0.9), batch 1.
 - agreement: tokens of each path against the eager cached path, on this bf16 model (near ties
   may flip) and on an fp32 model of the same widths with 4 layers (equal expected, as
-  tests/engine/test_decode_gpu.py checks on tiny models).
+  tests/engine/decoding/test_decode_gpu.py checks on tiny models).
 - transformers: Qwen3ForCausalLM with the same weights, `generate` greedy with its KV cache;
   per token = (time for 1 + K tokens - time for 1 token) / K, so prefill is excluded.
 - kernels: torch.profiler over batch-1 steps of the eager path and of the default path: GPU
@@ -61,16 +61,17 @@ sys.path.insert(0, str(REPO))
 from benchmarks import dice_shape  # noqa: E402  (after the path is set)
 from benchmarks.dice_shape import BLOCK, DICE_1_7B  # noqa: E402
 from benchmarks.preset_speed import SETTINGS, measure  # noqa: E402
-from engine.decode import decode  # noqa: E402
+from engine.decoding.decode import decode  # noqa: E402
 # The engine's default on a GPU, measured against plain CUDA graphs (docs/benchmarks.md).
-from engine.fast_paths import FAST_PATHS, GPU_DEFAULT, make_forward  # noqa: E402
-from engine.fast_paths import PATHS as ENGINE_PATHS  # noqa: E402
-from engine.model import SDARConfig, SDARForCausalLM  # noqa: E402
-from engine import model as engine_model  # noqa: E402
+from engine.decoding.paths import make_forward  # noqa: E402
+from engine.model.routes import FAST_PATHS, GPU_DEFAULT, Fusion  # noqa: E402
+from engine.model.routes import PATHS as ENGINE_PATHS  # noqa: E402
+from engine.model.sdar import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 PROMPT_TOKENS = 1024
 BATCHES = (1, 8)
+FUSION = Fusion()  # the steps' fusions: --no-fused-step, --no-fused-norms
 OLD_DEFAULT = "graphs"  # the baseline: a CUDA graph of the eager model
 PATHS = tuple(dict.fromkeys((OLD_DEFAULT, GPU_DEFAULT, "flex", "cached", "compiled")))  # in order of importance
 TARGET_TOKENS_PER_S = 600
@@ -127,7 +128,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
     """One denoising step in the middle of a decode: prefill, then time block_logits."""
     total = PROMPT_TOKENS + gen
     started = time.perf_counter()
-    forward = make_forward(model, path, batch, total, BLOCK)
+    forward = make_forward(model, path, batch, total, BLOCK, FUSION)
     x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
@@ -145,7 +146,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
 def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int, prompt: list[int] | None = None
                ) -> tuple[dict, list[list[int]]]:
     sampling = Sampling(strategy="low_confidence_static", steps=4)
-    args = dict(n=batch, max_tokens=gen, sampling=sampling, stop_ids=[], path=path)
+    args = dict(n=batch, max_tokens=gen, sampling=sampling, stop_ids=[], path=path, fusion=FUSION)
     prompt = prompt_ids() if prompt is None else prompt
     decode(model, prompt, **args)  # warm: graphs captured, layers compiled
     result = decode(model, prompt, **args)
@@ -195,7 +196,7 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
     )
     with torch.device("cuda"):
         hf = Qwen3ForCausalLM(config).to(torch.bfloat16).eval()
-    from engine.loading import checkpoint_weights
+    from engine.model.loading import checkpoint_weights
 
     hf.load_state_dict(checkpoint_weights(model), strict=False)
     ids = torch.tensor([prompt_ids()] * batch, device="cuda")
@@ -214,7 +215,7 @@ def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 
             "how": f"generate greedy, ({1 + new_tokens} tokens - 1 token) / {new_tokens}"}
 
 
-# Kernel names that are attention: torch's, and the engine's decode kernel (engine.decode_attention_kernels).
+# Kernel names that are attention: torch's, and the engine's decode kernel (engine.model.decode_attention_kernels).
 ATTENTION_KERNELS = ("flex", "attention", "fmha", "flash", "sdpa", "attn", "_partial", "_combine")
 
 
@@ -226,7 +227,7 @@ def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, batch: int = 1
     from torch.profiler import ProfilerActivity, profile
 
     total = PROMPT_TOKENS + gen
-    forward = make_forward(model, path, batch, total, BLOCK)
+    forward = make_forward(model, path, batch, total, BLOCK, FUSION)
     x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
@@ -276,10 +277,16 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=270,
                         help="after this many seconds, skip the optional sections left (paths other than the old "
                              "and new default, agreement, presets, kernels, transformers)")
+    parser.add_argument("--no-fused-step", action="store_true",
+                        help="run a batch-1 step's norms, RoPE, cache write and SwiGLU as separate kernels")
+    parser.add_argument("--no-fused-norms", action="store_true",
+                        help="run a batch-1 step's attention RMSNorms and residual adds as separate kernels")
     args = parser.parse_args()
+    global FUSION
+    FUSION = Fusion(step=not args.no_fused_step, norms=not args.no_fused_norms)
     unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
     if unknown:
-        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.fast_paths.PATHS: {', '.join(ENGINE_PATHS)})")
+        parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.model.routes.PATHS: {', '.join(ENGINE_PATHS)})")
     began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -287,8 +294,8 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
-                     "old_default_path": OLD_DEFAULT, "fused_step": engine_model.FUSED_STEP,
-                     "fused_norms": engine_model.FUSED_NORMS, "errors": {}, "skipped": []}
+                     "old_default_path": OLD_DEFAULT, "fused_step": FUSION.step,
+                     "fused_norms": FUSION.step and FUSION.norms, "errors": {}, "skipped": []}
     paths = [p for p in args.paths.split(",") if not (args.skip_compiled and p in COMPILED_PATHS)]
 
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them

@@ -1,5 +1,5 @@
 """How often a real line's own text passes the engine's shape checks when that line is selected:
-the original fill must be in shape (engine.scope.fits_span), kept whole when the model runs on
+the original fill must be in shape (engine.fill.scope.fits_span), kept whole when the model runs on
 past it (cut_to_span of the line followed by the code after it), and its row let stop there
 (span_ended). A line that fails them is one whose right fill the engine ranks low or never
 shows.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from dice_lsp.bench.fills import is_code_line, line_span  # noqa: E402
 from benchmarks.corpus_sweep import GENERATED  # noqa: E402
-from engine import scope  # noqa: E402
+from engine.fill import scope  # noqa: E402
 
 
 def selections(text: str, rng: random.Random, count: int):

@@ -15,7 +15,7 @@ blocks, 4 steps per block, batch 1 (and --batch N):
 - dice, low_confidence_dynamic 0.9: with top_k 1 every confidence is 1.0, so each block is
   committed in one step: 4 tokens per forward pass.
 
-Per setting, on the engine's decoding path (engine.fast_paths.GPU_DEFAULT on a GPU, `cached` on
+Per setting, on the engine's decoding path (engine.model.routes.GPU_DEFAULT on a GPU, `cached` on
 a CPU; --path to choose): one warm-up decode (captures the graphs), then the median of --repeats decodes, timed by the
 engine (wall clock around the decode, synchronised); tokens/s excludes the prefill, which the
 presets share. `forward passes` are the denoising steps; `tokens per pass` = tokens / steps.
@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.dice_shape import DICE_1_7B, prompt, random_model  # noqa: E402  (after the path is set)
-from engine.decode import decode  # noqa: E402
-from engine.fast_paths import GPU_DEFAULT, PATHS  # noqa: E402
+from engine.decoding.decode import decode  # noqa: E402
+from engine.model.routes import GPU_DEFAULT, PATHS  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 TINY = replace(DICE_1_7B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,

@@ -12,9 +12,9 @@ kernels, `--per-kernel` statements each: by default 200 statements, most of them
 builtin_eval's target sets), fills each with the built-in model and the default settings (4
 candidates), and records every candidate the engine drew before it respelled them
 (OUT/spelling_draws-SEED-PART.json; `--part`/`--parts` split the cases over processes).
-`replay` re-runs what the engine does after drawing (engine.spelling.respelled, ranking,
-engine.local.with_drawn_spellings) on those draws, with the prior off and at several shares
-(engine.spelling.PRIOR_SHARE), and prints how many fills show the original among the 4
+`replay` re-runs what the engine does after drawing (engine.fill.spelling.respelled, ranking,
+engine.decoding.local.with_drawn_spellings) on those draws, with the prior off and at several shares
+(engine.fill.spelling.PRIOR_SHARE), and prints how many fills show the original among the 4
 (C tokens, whitespace aside: dice_lsp.bench.fills.same_code). The draws do not depend on the spelling,
 so the comparison is exact: the same candidates, spelt and ranked two ways.
 """
@@ -40,7 +40,7 @@ def draw(args: argparse.Namespace) -> None:
     import torch
 
     import engine
-    import engine.local as local
+    import engine.decoding.local as local
     from builtin_eval import load_cases
     from dice_lsp.core.config import Settings
 
@@ -80,8 +80,8 @@ def found(rows: list[dict], share: float | None, candidates: int = 4) -> int:
     """Of the recorded fills, how many show the original among `candidates` when their draws
     are respelled with the prior at `share` (None: no prior) and ranked as the engine ranks."""
     from dice_lsp.bench.fills import same_code
-    from engine import spelling
-    from engine.local import rank_in_scope, with_drawn_spellings
+    from engine.fill import spelling
+    from engine.decoding.local import rank_in_scope, with_drawn_spellings
     from engine.types import Candidate
 
     def candidate(text: str) -> Candidate:

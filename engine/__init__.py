@@ -1,7 +1,7 @@
 """The diffusion engine: SDAR/DICE checkpoints, block-diffusion decoding, DICE prompts.
 
 `engine.load(spec)` returns an Engine (docs/architecture.md). Heavy modules (torch,
-transformers) are imported only when a model is loaded, so that `engine.client` and
+transformers) are imported only when a model is loaded, so that `engine.serving.client` and
 `engine.types` stay cheap to import in the language server.
 """
 
@@ -33,18 +33,20 @@ def load_failure(spec: str, exc: Exception) -> str:
     return str(exc) if isinstance(exc, EngineError) else f"could not load {spec}: {type(exc).__name__}: {exc}"
 
 
-def load(spec: str = "builtin", device=None, dtype=None):
+def load(spec: str = "builtin", device=None, dtype=None, *, routing=None):
     """spec: `builtin`, a checkpoint folder, a Hugging Face Hub id (`ORG/NAME[@REVISION]`,
-    engine.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`."""
+    engine.model.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`. `routing`: a
+    local model's decoding path and fusions (engine.model.routes.Routing; None: the fastest
+    the machine runs)."""
     if spec.startswith("dice://"):
-        from engine.remote import RemoteEngine
+        from engine.serving.remote import RemoteEngine
 
         return RemoteEngine(spec)
     if spec.startswith("sglang://"):
-        from engine.sglang import SGLangEngine
+        from engine.serving.sglang import SGLangEngine
 
         return SGLangEngine(spec)
-    from engine import hub
+    from engine.model import hub
 
     if spec == "builtin":
         folder = resolve_builtin()
@@ -57,6 +59,7 @@ def load(spec: str = "builtin", device=None, dtype=None):
             f"--model {spec!r}: not a checkpoint folder, 'builtin', a Hub id (ORG/NAME), dice://HOST:PORT "
             "or sglang://HOST:PORT"
         )
-    from engine.local import LocalEngine  # torch: only once there is a model to load
+    from engine.decoding.local import LocalEngine  # torch: only once there is a model to load
+    from engine.model.routes import Routing
 
-    return LocalEngine.from_folder(folder, device, dtype, name=spec)
+    return LocalEngine.from_folder(folder, device, dtype, name=spec, routing=routing or Routing())

@@ -25,7 +25,7 @@ class Cancelled(EngineError):
 
 @dataclass
 class Sampling:
-    """How to decode. `preset` names the decoder's rules (engine/decode.py): "default" is the
+    """How to decode. `preset` names the decoder's rules (engine/decoding/decode.py): "default" is the
     project's own; "dice" is DICE's evaluation decoder, token for token (confidence after
     top-k/top-p, commits by torch.topk, a per-step quota from the block length, whole blocks,
     the mask token allowed, no stop at EOS). `Sampling.for_preset` gives a preset's values."""
@@ -94,7 +94,7 @@ class Budget:
 @dataclass(frozen=True)
 class InfillRequest(Budget):
     """Each answer replaces the span between `prefix` and `suffix`. `reference`: DICE's
-    KernelBench infilling shows the PyTorch reference above the file (engine.prompts)."""
+    KernelBench infilling shows the PyTorch reference above the file (engine.decoding.prompts)."""
 
     method: ClassVar[str] = "infill"
     prefix: str
@@ -127,7 +127,7 @@ REQUESTS: dict[str, type] = {kind.method: kind for kind in (InfillRequest, Gener
 
 
 def request_to_wire(request: Request) -> dict[str, Any]:
-    """The request as a frame's `args` (engine.service): plain values, sampling a map."""
+    """The request as a frame's `args` (engine.serving.service): plain values, sampling a map."""
     return asdict(request)
 
 

@@ -1,11 +1,11 @@
 """The spelling CUDA code writes most, counted on the built-in model's corpus: what
-engine.spelling falls back on where the file around a selection says nothing.
+engine.fill.spelling falls back on where the file around a selection says nothing.
 
     python scripts/spelling_prior.py [--corpus .corpus] [--out engine/spelling_prior.json]
 
-Counted on the corpus's `train` and `valid` files by other authors (engine/corpus/build_corpus.py;
+Counted on the corpus's `train` and `valid` files by other authors (engine/training/corpus/build_corpus.py;
 the kernels this project generates are left out, they would count our own generators' habits),
-file by file, with the very reader engine.spelling reads a file with (`file_spelling`):
+file by file, with the very reader engine.fill.spelling reads a file with (`file_spelling`):
 
 - `orders`: for each kind of `*` or `+` (its operands' kinds, thread coordinates as one), how
   often each kind of operand is written first: `blockIdx.x * blockDim.x` 1 276 times,
@@ -14,8 +14,8 @@ file by file, with the very reader engine.spelling reads a file with (`file_spel
 - `declarations`: for each one-name declaration's type and value kind, its qualifiers and
   cast (`int i = ...` 563 times, `const int i = ...` 331 times for a global thread index).
 
-Only kinds written at least MIN_USES times are kept. engine.spelling takes a prior's choice only
-where one form has at least engine.spelling.PRIOR_SHARE of the uses.
+Only kinds written at least MIN_USES times are kept. engine.fill.spelling takes a prior's choice only
+where one form has at least engine.fill.spelling.PRIOR_SHARE of the uses.
 
 `held_out` records how often the held-out packages (the `test` split, which the prior never
 reads) write what the prior would choose: the premise that the prior spells a fill as an
@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.spelling import PRIOR_SHARE, file_spelling, prior_choice  # noqa: E402
+from engine.fill.spelling import PRIOR_SHARE, file_spelling, prior_choice  # noqa: E402
 
 MIN_USES = 20
 OWN = {"generated", "generated-load-inline", "ordinary"}   # this project's generators

@@ -87,7 +87,7 @@ def engine_test_helpers():
 
 
 def _write_tiny_checkpoint(folder: Path, tokenizer_dir: Path, **config_extra) -> Path:
-    from engine.loading import load_tokenizer, save_checkpoint
+    from engine.model.loading import load_tokenizer, save_checkpoint
 
     helpers = engine_test_helpers()
     config = helpers.tiny_sdar_config()

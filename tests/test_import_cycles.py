@@ -81,7 +81,7 @@ def test_the_finder_sees_a_cycle(tmp_path):
 
 def test_engine_has_no_import_cycles():
     graph = import_graph(("engine",))
-    assert "engine.fast_paths" in graph["engine.decode"]  # the graph is read (a known edge)
+    assert "engine.decoding.paths" in graph["engine.decoding.decode"]  # the graph is read (a known edge)
     assert cycles(graph) == []
 
 
@@ -213,3 +213,38 @@ def test_profiler_imports_neither_dice_lsp_nor_engine():
     # also a deferred or optional import, by name, of a module the graph would not list
     for path in sorted((REPO / "profiler").rglob("*.py")):
         assert not {n.split(".")[0] for n in imported_modules(path)} & {"dice_lsp", "engine"}, path
+
+
+def test_engine_layers_import_only_downwards():
+    """engine's sub-packages (docs/architecture.md): types <- model (the SDAR math, its kernels
+    and their routing, checkpoint loading) ; types <- fill (a FIM fill's text: cut, scope,
+    spelling) ; model, fill <- decoding (prompts, block-diffusion decoding, the local engine) <-
+    training, serving (worker, server, the dice:// and sglang:// clients). `engine` itself
+    (`engine.load`) may import any; only serving imports it (the worker and the server load an
+    engine). The engine imports nothing of dice_lsp or profiler."""
+    allowed = {
+        "types": {"types"},
+        "model": {"types", "model"},
+        "fill": {"types", "fill"},
+        "decoding": {"types", "model", "fill", "decoding"},
+        "training": {"types", "model", "decoding", "training"},
+        "serving": {"types", "model", "decoding", "serving", ""},
+        "": {"types", "model", "fill", "decoding", "training", "serving"},
+        "templates": set(),  # DICE's prompt examples, data that happens to be Python
+    }
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    wrong = []
+    for module, imports in graph.items():
+        if module != "engine" and not module.startswith("engine."):
+            continue
+        layer = module.split(".")[1] if "." in module else ""
+        for imported in imports:
+            if imported.split(".")[0] in ("dice_lsp", "profiler"):
+                wrong.append(f"{module} -> {imported}")
+            elif imported == "engine" or imported.startswith("engine."):
+                target = imported.split(".")[1] if "." in imported else ""
+                if target not in allowed[layer]:
+                    wrong.append(f"{module} -> {imported}")
+    assert "engine.model.routes" in graph["engine.decoding.paths"]  # the graph is read
+    assert {m.split(".")[1] for m in graph if m.startswith("engine.")} == set(allowed) - {""}
+    assert wrong == []

@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "engine":
-        from engine import server
+        from engine.serving import server
 
         return server.main(args)
     # Every other command checks or judges code with the profiler.

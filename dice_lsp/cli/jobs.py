@@ -67,7 +67,7 @@ class ProgressBar:
 
 
 async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, report: ProgressBar) -> JobResult:
-    from engine.client import AsyncEngine
+    from engine.serving.client import AsyncEngine
     from engine.types import EngineError
 
     # A bad range or kernel is an error before the model is loaded, not after.

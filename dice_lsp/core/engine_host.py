@@ -1,7 +1,7 @@
 """The one engine the server talks to: started on first use, replaced when `dice.model` or
 `dice.device` changes, restarted after its worker process dies.
 
-The engine lives in a worker process (engine.client.AsyncEngine), so a model that fails to
+The engine lives in a worker process (engine.serving.client.AsyncEngine), so a model that fails to
 load or a worker that crashes is an EngineError here and a message in the editor, never a
 dead server.
 """
@@ -16,7 +16,7 @@ from dice_lsp.core.config import Settings
 from dice_lsp.core.status import StatusReporter
 
 if TYPE_CHECKING:
-    from engine.client import AsyncEngine
+    from engine.serving.client import AsyncEngine
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class EngineHost:
 
     async def get(self, settings: Settings) -> AsyncEngine:
         """The started engine for these settings, starting (or replacing) it if needed."""
-        from engine.client import AsyncEngine
+        from engine.serving.client import AsyncEngine
         from engine.types import EngineError
 
         wanted = (settings.model, settings.device)

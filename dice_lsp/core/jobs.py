@@ -25,11 +25,11 @@ import profiler
 from dice_lsp.core.config import Settings
 from dice_lsp.core.targets import Target, fill_target, optimize_target
 from dice_lsp.core.text_offsets import position_at
-from engine.prompts import kernelbench_infill_parts
+from engine.decoding.prompts import kernelbench_infill_parts
 from profiler.results import Verdict
 
 if TYPE_CHECKING:
-    from engine.client import AsyncEngine
+    from engine.serving.client import AsyncEngine
     from engine.types import Candidate, Progress
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ def copy_tokenizer(src: Path, dst: Path) -> None:
 
 
 def tiny_sdar_config(**overrides):
-    from engine.model import SDARConfig
+    from engine.model.sdar import SDARConfig
 
     fields = dict(
         vocab_size=151936,  # the real vocabulary, so <|MASK|> (151669) and EOS are real tokens
@@ -41,7 +41,7 @@ def tiny_sdar_config(**overrides):
 
 def random_model(config, seed: int = 0, std: float = 0.5):
     """Weights large enough that greedy decoding is not one token repeated."""
-    from engine.model import SDARForCausalLM
+    from engine.model.sdar import SDARForCausalLM
 
     torch.manual_seed(seed)
     model = SDARForCausalLM(config)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import engine
-from engine.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
+from engine.decoding.prompts import END_OF_TEXT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX
 
 REPO = Path(__file__).resolve().parents[2]
 BUILTIN = REPO / "engine" / "builtin"
@@ -28,7 +28,7 @@ def test_shipped_folder_is_a_small_fim_sdar_checkpoint():
     shards = list(BUILTIN.glob("*.safetensors"))
     assert shards and sum(p.stat().st_size for p in shards) <= 60e6   # installs with the package
     assert all(p.stat().st_size < 16 * 2**20 for p in shards)   # fits the device machine's return
-    from engine.loading import load_config, load_tokenizer
+    from engine.model.loading import load_config, load_tokenizer
 
     tokenizer = load_tokenizer(BUILTIN, load_config(BUILTIN))
     assert tokenizer.convert_ids_to_tokens(config["mask_token_id"]) == "<|MASK|>"
@@ -58,7 +58,7 @@ def test_builtin_fills_the_saxpy_statement_on_cpu():
 def test_a_long_file_is_cut_to_the_length_the_model_was_trained_on():
     """The built-in model saw 1024-token examples (config `trained_context`): a file longer than
     that is cut to the lines around the span that fit, though the model has 4096 positions."""
-    from engine.prompts import fim_prompt
+    from engine.decoding.prompts import fim_prompt
     from engine.types import InfillRequest
 
     model = engine.load("builtin", device="cpu")
@@ -77,20 +77,20 @@ def test_a_long_file_is_cut_to_the_length_the_model_was_trained_on():
 def test_a_fills_decodes_share_its_prompt_and_stop_at_the_span(monkeypatch):
     """A sampled fill decodes several times on one prompt (its draw, then declarations
     `TYPE i =` of the name the code after needs): each decode after the first reuses the
-    prompt's keys (engine.fast_paths.PromptKeys) but for the blocks that differ, every one is
-    told when its rows are past the span (engine.scope.span_ended), and nothing is kept after
+    prompt's keys (engine.decoding.paths.PromptKeys) but for the blocks that differ, every one is
+    told when its rows are past the span (engine.fill.scope.span_ended), and nothing is kept after
     the fill."""
-    import engine.local
+    import engine.decoding.local
 
     calls = []
-    decode = engine.local.decode
+    decode = engine.decoding.local.decode
 
     def spy(model, ids, **kwargs):
         result = decode(model, ids, **kwargs)
         calls.append((kwargs["kept"], kwargs["kept"].reused, len(ids), kwargs["ended"]))
         return result
 
-    monkeypatch.setattr(engine.local, "decode", spy)
+    monkeypatch.setattr(engine.decoding.local, "decode", spy)
     model = engine.load("builtin", device="cpu")
     statement = "int i = blockIdx.x * blockDim.x + threadIdx.x;"
     text = SAXPY.read_text()

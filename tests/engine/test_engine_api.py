@@ -57,12 +57,12 @@ def test_unknown_spec_is_a_clear_error(tmp_path):
 
 def test_a_chat_checkpoints_fill_keeps_no_prompt_keys(tiny_engine, monkeypatch):
     """A chat checkpoint (DICE's prompts) answers a fill in one decode: nothing of its prompt is
-    copied to be reused (engine.fast_paths.PromptKeys is the FIM fills')."""
-    import engine.local
+    copied to be reused (engine.decoding.paths.PromptKeys is the FIM fills')."""
+    import engine.decoding.local
 
     seen = []
-    decode = engine.local.decode
-    monkeypatch.setattr(engine.local, "decode", lambda *a, **kw: seen.append(kw["kept"]) or decode(*a, **kw))
+    decode = engine.decoding.local.decode
+    monkeypatch.setattr(engine.decoding.local, "decode", lambda *a, **kw: seen.append(kw["kept"]) or decode(*a, **kw))
     assert tiny_engine.config.prompt_format != "fim"
     tiny_engine.infill("__global__ void k(float* x) {\n", "}\n", n=2, max_tokens=8, temperature=1.0, seed=0)
     assert seen == [None]

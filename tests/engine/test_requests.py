@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.base import EngineBase
-from engine.client import AsyncEngine
+from engine.decoding.base import EngineBase
+from engine.serving.client import AsyncEngine
 from engine.types import (EngineError, GenerateRequest, InfillRequest, OptimizeRequest, Sampling, request_from_wire,
                           request_to_wire)
 

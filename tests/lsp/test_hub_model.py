@@ -1,4 +1,4 @@
-"""Models by their Hugging Face Hub id (engine.hub), offline, from a cache laid out by
+"""Models by their Hugging Face Hub id (engine.model.hub), offline, from a cache laid out by
 huggingface_hub's own functions: `dice fill --model ORG/NAME` and `engine.load("ORG/NAME")`
 with HF_HUB_OFFLINE=1, and the messages for a name that is not there or not a checkpoint."""
 

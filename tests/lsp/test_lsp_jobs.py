@@ -262,7 +262,7 @@ async def test_cancel_request_of_a_resolve(editor, workspace: Path):
 
 
 def engine_workers(server_pid: int) -> list[int]:
-    """The engine worker processes the server started (children running engine.worker)."""
+    """The engine worker processes the server started (children running engine.serving.worker)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -273,7 +273,7 @@ def engine_workers(server_pid: int) -> list[int]:
         except OSError:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == server_pid and "engine.worker" in cmdline:
+        if parent == server_pid and "engine.serving.worker" in cmdline:
             found.append(int(entry.name))
     return found
 

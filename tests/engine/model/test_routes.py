@@ -1,0 +1,84 @@
+"""engine.model.routes: the kernels a forward runs through and the fusions switched off and on
+give the plain model's logits and tokens. On the CPU the fused kernels do not apply (the decode
+kernel needs Triton, the skinny kernel a GPU), so the switch must change nothing; through
+Triton's interpreter the fused decode attention runs; tests/engine/model/test_skinny_gpu.py
+switches them on a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import engine
+from engine.decoding.decode import decode
+from engine.model.routes import (FALLBACK, FAST_PATHS, PATHS, Fusion, Routed, Routing, default_path,
+                                 path_kernels, unavailable)
+from engine.types import Sampling
+from tests.engine.conftest import random_model, tiny_sdar_config
+from tests.engine.model.test_decode_attention import _interpreted, needs_triton
+
+FUSIONS = [Fusion(), Fusion(step=False), Fusion(norms=False), Fusion(step=False, norms=False)]
+
+
+def prompt(length: int) -> list[int]:
+    return torch.randint(0, 1000, (length,), generator=torch.Generator().manual_seed(length)).tolist()
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_every_route_gives_the_plain_logits_on_the_cpu(fusion):
+    model = random_model(tiny_sdar_config(head_dim=16))
+    ids = torch.randint(0, 1000, (2, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        plain = model(ids)
+        for attention in ("sdpa", "flex"):
+            routed = model(ids, kernels=Routed(attention, "skinny", fusion))
+            assert torch.allclose(routed, plain, atol=1e-5, rtol=1e-5), (attention, fusion)
+
+
+@pytest.mark.parametrize("path", ["cached", "static", "static-flex"])
+def test_the_fusion_switch_keeps_the_tokens_on_the_cpu(path):
+    model = random_model(tiny_sdar_config(vocab_size=1024, mask_token_id=1023, head_dim=16))
+    args = dict(n=1, max_tokens=9, sampling=Sampling(), stop_ids=[], path=path)
+    on = decode(model, prompt(10), fusion=Fusion(), **args)
+    off = decode(model, prompt(10), fusion=Fusion(step=False, norms=False), **args)
+    assert on.tokens == off.tokens and on.steps == off.steps
+
+
+def test_the_paths_and_their_fallbacks_are_consistent():
+    assert set(FAST_PATHS) <= set(PATHS)
+    for path, then in FALLBACK.items():
+        assert path in FAST_PATHS and then in PATHS
+    assert path_kernels("skinny").attention == "decode" and path_kernels("skinny").projections == "skinny"
+    assert path_kernels("cached").attention == "sdpa"
+    model = random_model(tiny_sdar_config())
+    assert default_path(model) == "cached"
+    assert "head dimension" in unavailable("static-flex", model)   # head_dim 8: no flex kernel
+    assert "unknown" in unavailable("warp", model)
+    assert unavailable("cached", model) is None
+
+
+def test_a_local_engine_takes_its_path_from_the_routing(tiny_checkpoint):
+    default = engine.load(str(tiny_checkpoint), device="cpu")
+    chosen = engine.load(str(tiny_checkpoint), device="cpu", routing=Routing(path="recompute"))
+    assert default.decode_path == "cached" and chosen.decode_path == "recompute"
+    args = dict(n=1, max_tokens=8, temperature=0.0)
+    assert [c.text for c in chosen.generate("int main", **args)] == [c.text for c in default.generate("int main",
+                                                                                                     **args)]
+
+
+@needs_triton
+def test_the_fused_decode_step_keeps_the_tokens_through_the_interpreter():
+    out = _interpreted("""
+        from engine.decoding.decode import decode
+        from engine.model.routes import Fusion
+        from engine.types import Sampling
+        from tests.engine.conftest import random_model, tiny_sdar_config
+        from tests.engine.model.test_routes import prompt
+
+        model = random_model(tiny_sdar_config(vocab_size=1024, mask_token_id=1023, head_dim=16))
+        args = dict(n=1, max_tokens=9, sampling=Sampling(), stop_ids=[], path="static-decode")
+        on = decode(model, prompt(10), fusion=Fusion(), **args)
+        off = decode(model, prompt(10), fusion=Fusion(step=False), **args)
+        print(on.tokens == off.tokens)
+    """, timeout=1800.0)
+    assert out.split() == ["True"], out

@@ -33,15 +33,15 @@ def load_failure(spec: str, exc: Exception) -> str:
     return str(exc) if isinstance(exc, EngineError) else f"could not load {spec}: {type(exc).__name__}: {exc}"
 
 
-def load(spec: str = "builtin", device=None, dtype=None, *, routing=None):
+def load(spec: str = "builtin", device=None, dtype=None, *, routing=None, token: str | None = None):
     """spec: `builtin`, a checkpoint folder, a Hugging Face Hub id (`ORG/NAME[@REVISION]`,
     engine.model.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`. `routing`: a
     local model's decoding path and fusions (engine.model.routes.Routing; None: the fastest
-    the machine runs)."""
+    the machine runs). `token`: a dice:// server's, where the URL carries none."""
     if spec.startswith("dice://"):
         from engine.serving.remote import RemoteEngine
 
-        return RemoteEngine(spec)
+        return RemoteEngine(spec, token)
     if spec.startswith("sglang://"):
         from engine.serving.sglang import SGLangEngine
 

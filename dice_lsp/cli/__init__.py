@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "engine":
         from engine.serving import server
+        from profiler import settings
 
+        args.token = args.token or settings.current().engine_token
         return server.main(args)
     # Every other command checks or judges code with the profiler.
     from profiler.paths import CacheFolderError

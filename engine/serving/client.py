@@ -30,14 +30,13 @@ SEND_TIMEOUT_S = 60.0  # a request frame must leave within this (the server read
 KEEPALIVE = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 3}
 
 
-def parse_dice_url(spec: str) -> tuple[str, int, str | None]:
-    """dice://HOST:PORT[?token=...] -> (host, port, token); the token may also come from
-    DICE_ENGINE_TOKEN."""
+def parse_dice_url(spec: str, token: str | None = None) -> tuple[str, int, str | None]:
+    """dice://HOST:PORT[?token=...] -> (host, port, token): the URL's token, else `token` (the
+    caller's setting: DICE_ENGINE_TOKEN for dice-lsp, profiler.settings)."""
     url = urlsplit(spec)
     if url.scheme != "dice" or not url.hostname or not url.port:
         raise EngineError(f"bad engine address {spec!r}: expected dice://HOST:PORT[?token=...]")
-    token = parse_qs(url.query).get("token", [None])[0] or os.environ.get("DICE_ENGINE_TOKEN")
-    return url.hostname, url.port, token
+    return url.hostname, url.port, parse_qs(url.query).get("token", [None])[0] or token
 
 
 def keep_alive(sock) -> None:
@@ -54,8 +53,10 @@ def keep_alive(sock) -> None:
 class AsyncEngine(EngineBase):
     """See docs/architecture.md. Cancelling the awaiting task cancels the job between steps."""
 
-    def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None):
+    def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None,
+                 token: str | None = None):
         self.spec = spec
+        self.token = token  # a dice:// engine's, where the URL carries none
         self.device = device
         self.dtype = dtype
         self.info: EngineInfo | None = None
@@ -98,7 +99,7 @@ class AsyncEngine(EngineBase):
 
     async def _open(self) -> asyncio.StreamReader:
         if self.spec.startswith("dice://"):
-            host, port, token = parse_dice_url(self.spec)
+            host, port, token = parse_dice_url(self.spec, self.token)
             try:
                 reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
             except asyncio.TimeoutError:

@@ -16,13 +16,14 @@ class RemoteEngine(EngineBase):
     model = None  # the weights live on the server
     tokenizer = None
 
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, token: str | None = None):
         parse_dice_url(spec)  # a bad address fails here, not on first use
         self.spec = spec
+        self.token = token
 
     def info(self) -> EngineInfo:
         async def connect():
-            client = AsyncEngine(self.spec)
+            client = AsyncEngine(self.spec, token=self.token)
             try:
                 return await client.start()
             finally:
@@ -32,7 +33,7 @@ class RemoteEngine(EngineBase):
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         async def job():
-            client = AsyncEngine(self.spec)
+            client = AsyncEngine(self.spec, token=self.token)
             try:
                 return await client.run(request, on_progress, should_cancel)
             finally:

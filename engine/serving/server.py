@@ -2,7 +2,7 @@
 
 The protocol is the worker's (engine.serving.frames) after a hello: the client's first message is
 {"op": "hello", "token"}; a wrong token ends the connection. Loopback by default; any other
-address needs a shared token (--token or DICE_ENGINE_TOKEN), because whoever reaches the
+address needs a shared token (`--token`; `dice engine serve` defaults it to DICE_ENGINE_TOKEN), because whoever reaches the
 port can make the GPU work. Connections are served side by side; jobs take the GPU in turn.
 Until its hello has passed, a connection gets little: a hello of at most MAX_HELLO bytes
 within HELLO_TIMEOUT_S, as one of at most MAX_UNAUTHENTICATED such connections (and
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import os
 import socket
 import socketserver
 import sys
@@ -158,7 +157,7 @@ class ConnectionHandler(socketserver.StreamRequestHandler):
 
 def main(args) -> int:
     """`dice engine serve --host H --port P --token T --model M`."""
-    token = args.token or os.environ.get("DICE_ENGINE_TOKEN")
+    token = args.token
     if not is_loopback(args.host) and not token:
         print(
             f"dice engine serve: refusing to listen on {args.host} without a token: anyone who reaches "

@@ -66,9 +66,8 @@ def test_async_client_over_tcp_with_the_token(server):
     assert info.block_size == 4 and len(found) == 2 and progress
 
 
-def test_sync_engine_over_tcp_and_cancel(server, monkeypatch):
-    monkeypatch.setenv("DICE_ENGINE_TOKEN", TOKEN)  # the other way to give the token
-    remote = engine.load(f"dice://127.0.0.1:{server}")
+def test_sync_engine_over_tcp_and_cancel(server):
+    remote = engine.load(f"dice://127.0.0.1:{server}", token=TOKEN)  # the other way to give the token
     assert len(remote.generate("int x", n=3, max_tokens=4)) == 3
     steps = []
     with pytest.raises(Cancelled):
@@ -76,14 +75,15 @@ def test_sync_engine_over_tcp_and_cancel(server, monkeypatch):
     assert len(remote.optimize("__global__ void k(float* x) { x[0] = 1; }", max_tokens=4)) == 1
 
 
-def test_wrong_token_is_refused(server, monkeypatch):
+def test_wrong_token_is_refused(server):
     async def scenario():
         with pytest.raises(EngineError, match="bad or missing token"):
             await AsyncEngine(f"dice://127.0.0.1:{server}?token=wrong").start()
         with pytest.raises(EngineError, match="bad or missing token"):
             await AsyncEngine(f"dice://127.0.0.1:{server}").start()
+        with pytest.raises(EngineError, match="bad or missing token"):  # the URL's token wins
+            await AsyncEngine(f"dice://127.0.0.1:{server}?token=wrong", token=TOKEN).start()
 
-    monkeypatch.delenv("DICE_ENGINE_TOKEN", raising=False)
     asyncio.run(scenario())
 
 

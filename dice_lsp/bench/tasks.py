@@ -20,7 +20,7 @@ from typing import Any
 
 from dice_lsp.bench.problems import Problem
 from dice_lsp.core.targets import model_new_target
-from profiler.source.document import MODEL_NEW, is_kernelbench_source, module_level_names
+from profiler.source.document import MODEL_NEW, is_kernelbench_source, kernelbench_problem, module_level_names
 
 INFILL_FIELDS = ("reference", "prefix", "middle", "suffix")
 
@@ -51,7 +51,7 @@ class OptimizeTask:
         return splice_model_new(self.source, text)
 
     def generate(self, engine: Any, n: int, **options: Any) -> list:
-        return engine.optimize(self.source, language="kernelbench", n=n, **options)
+        return engine.optimize(kernelbench_problem(self.source), language="kernelbench", n=n, **options)
 
 
 @dataclass(frozen=True)

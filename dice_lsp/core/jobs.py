@@ -25,8 +25,8 @@ import profiler
 from dice_lsp.core.config import Settings
 from dice_lsp.core.targets import Target, fill_target, optimize_target
 from dice_lsp.core.text_offsets import position_at
-from engine.decoding.prompts import kernelbench_infill_parts
 from profiler.results import Verdict
+from profiler.source.document import kernelbench_infill_parts, kernelbench_problem
 
 if TYPE_CHECKING:
     from engine.serving.client import AsyncEngine
@@ -241,7 +241,7 @@ async def optimize(
 ) -> JobResult:
     """Rewrites of the kernel at `offset` (or named `kernel`), or a ModelNew, judged."""
     target = optimize_target(snapshot.text, snapshot.path, offset=offset, kernel=kernel)
-    code = snapshot.text[target.start : target.end] if target.language == "cuda" else snapshot.text
+    code = snapshot.text[target.start : target.end] if target.language == "cuda" else kernelbench_problem(snapshot.text)
     report("generating", 0)
     candidates = await engine.optimize(
         code,

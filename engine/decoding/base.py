@@ -50,7 +50,8 @@ class EngineBase:
     def optimize(self, code: str, *, language: str = "cuda", n: int = 1, max_tokens: int = 1024,
                  on_progress: ProgressFn = None, should_cancel: CancelFn = None, **sampling):
         """language="cuda": `code` is one __global__ function, each .text a whole replacement;
-        language="kernelbench": `code` is a KernelBench file, each .text Python defining ModelNew."""
+        language="kernelbench": `code` is a KernelBench problem (Model, get_inputs,
+        get_init_inputs; DICE is shown the problem alone), each .text Python defining ModelNew."""
         request = OptimizeRequest(code, language, n=n, max_tokens=max_tokens, sampling=Sampling.from_kwargs(sampling))
         return self.run(request, on_progress, should_cancel)
 

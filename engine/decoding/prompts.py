@@ -12,7 +12,6 @@ Two families:
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -104,42 +103,6 @@ def kernel_optimize_prompt(function: str) -> str:
         "and its results exactly. Output the complete new kernel (and any __device__ helpers it "
         "needs) in one code block."
     )
-
-
-KERNELBENCH_PROBLEM_NAMES = ("Model", "get_inputs", "get_init_inputs")
-
-
-def kernelbench_problem_end(text: str) -> int | None:
-    """Where the KernelBench problem at the top of a file ends (after the last of `Model`,
-    `get_inputs`, `get_init_inputs`), or None when the file does not parse or lacks one: the
-    PyTorch reference DICE's prompts want, when the file also holds ModelNew."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the last two: nested too deeply
-        return None
-    ends = {}
-    for node in tree.body:
-        definition = isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        if definition and node.name in KERNELBENCH_PROBLEM_NAMES:
-            ends[node.name] = node.end_lineno
-    if len(ends) < len(KERNELBENCH_PROBLEM_NAMES):
-        return None
-    line = max(ends.values())
-    lines = text.splitlines(keepends=True)
-    # The end of that line, so that a comment after the last statement stays with it.
-    end = sum(len(piece) for piece in lines[: line - 1]) + len(lines[line - 1].rstrip("\r\n"))
-    return len(text) if not text[end:].strip() else end
-
-
-def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:
-    """(reference, prefix, suffix) for filling text[start:end] of a KernelBench .py file.
-    DICE's infilling prompt holds the PyTorch reference and the ModelNew file apart, so when
-    the span lies after the file's problem part (Model, get_inputs, get_init_inputs), that
-    part is the reference and the prefix starts after it; otherwise there is none."""
-    problem_end = kernelbench_problem_end(text)
-    if problem_end is None or problem_end > start:
-        return None, text[:start], text[end:]
-    return text[:problem_end], text[problem_end:start].lstrip("\n"), text[end:]
 
 
 # --- extraction ---------------------------------------------------------------------------------
@@ -333,7 +296,9 @@ def infill_task(prefix: str, suffix: str, reference: str | None, prompt_format: 
 
 def optimize_task(code: str, language: str, prompt_format: str, chat_template: str | None) -> Task:
     """language="cuda": code is one __global__ function and the text replaces it whole;
-    language="kernelbench": code is a KernelBench file and the text is Python defining ModelNew."""
+    language="kernelbench": code is a KernelBench problem (DICE is shown the problem alone:
+    profiler.source.document.kernelbench_problem cuts one out of a file that holds a ModelNew
+    too) and the text is Python defining ModelNew."""
     fim = prompt_format == "fim"
     if language == "cuda" and fim:
         # The FIM model rewrites the body under the fixed signature.
@@ -348,12 +313,9 @@ def optimize_task(code: str, language: str, prompt_format: str, chat_template: s
         head = code.rstrip("\n") + "\n\n\n" + KERNELBENCH_FIM_HEADER
         return Task(fim_prompt(head, ""), lambda answer: (KERNELBENCH_FIM_HEADER + answer, ""))
     if language == "kernelbench":
-        # DICE was shown the problem alone: a ModelNew already in the file is left out.
-        problem = code[: kernelbench_problem_end(code) or len(code)]
-
         def to_text(answer: str) -> tuple[str, str]:
             extracted, extraction = extract_dice_answer(answer, PYTHON_LANGUAGES)
             return extracted + "\n", extraction
 
-        return Task(render_chat(kernelbench_prompt(problem), chat_template), to_text)
+        return Task(render_chat(kernelbench_prompt(code), chat_template), to_text)
     raise ValueError(f"unknown language {language!r} (use 'cuda' or 'kernelbench')")

@@ -94,6 +94,24 @@ def kernelbench_problem_end(text: str) -> int | None:
     return len(text) if not text[end:].strip() else end
 
 
+def kernelbench_problem(text: str) -> str:
+    """The KernelBench problem of a file (up to the end of its last of Model, get_inputs,
+    get_init_inputs): what DICE is shown to write a ModelNew, without a ModelNew already
+    written below it. The whole text when it has no such part."""
+    return text[: kernelbench_problem_end(text) or len(text)]
+
+
+def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:
+    """(reference, prefix, suffix) for filling text[start:end] of a KernelBench .py file.
+    DICE's infilling prompt holds the PyTorch reference and the ModelNew file apart, so when
+    the span lies after the file's problem part (Model, get_inputs, get_init_inputs), that
+    part is the reference and the prefix starts after it; otherwise there is none."""
+    problem_end = kernelbench_problem_end(text)
+    if problem_end is None or problem_end > start:
+        return None, text[:start], text[end:]
+    return text[:problem_end], text[problem_end:start].lstrip("\n"), text[end:]
+
+
 def kernelbench_classes(source: str) -> list[ast.ClassDef]:
     """Every module-level `class Model` and `class ModelNew` statement, in order (raises SyntaxError)."""
     return [node for node in parse_python(source).body if isinstance(node, ast.ClassDef) and node.name in (MODEL, MODEL_NEW)]

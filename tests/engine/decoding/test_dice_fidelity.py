@@ -13,6 +13,7 @@ import engine
 from engine.decoding import prompts
 from engine.decoding.decode import decode
 from engine.types import EngineError, Sampling
+from profiler.source import document as document_parts
 
 
 def golden(reference: Path, name: str) -> dict:
@@ -128,9 +129,10 @@ def test_kernelbench_prompt_byte_for_byte(tiny_sdar, dice_reference):
         assert prompts.kernelbench_prompt(example["pytorch_code"]) == example["user_text"]
         assert task.prompt == example["chat_text"]
         assert tiny_sdar.tokenizer.encode(task.prompt, add_special_tokens=False) == example["token_ids"]
-        # A ModelNew already in the file is not part of the problem DICE is shown.
+        # A ModelNew already in the file is not part of the problem DICE is shown: the editor
+        # sends the problem cut out of the file (dice_lsp.core.jobs.optimize).
         with_answer = example["pytorch_code"] + "\n\n\nclass ModelNew(Model):\n    pass\n"
-        again = prompts.optimize_task(with_answer, "kernelbench", "chat", tiny_sdar.tokenizer.chat_template)
+        again = prompts.optimize_task(document_parts.kernelbench_problem(with_answer), "kernelbench", "chat", tiny_sdar.tokenizer.chat_template)
         assert again.prompt == example["chat_text"]
 
 
@@ -152,15 +154,15 @@ def test_fill_on_a_kernelbench_file_sends_dices_prompt(tiny_sdar, dice_reference
     for example in golden(dice_reference, "prompts_golden.json")["kernel_infilling"]["examples"]:
         document = example["pytorch_code"] + "\n\n" + example["prefix"] + example["middle"] + example["suffix"]
         start = len(document) - len(example["suffix"]) - len(example["middle"])
-        parts = prompts.kernelbench_infill_parts(document, start, start + len(example["middle"]))
+        parts = document_parts.kernelbench_infill_parts(document, start, start + len(example["middle"]))
         assert parts == (example["pytorch_code"], example["prefix"], example["suffix"])
         task = prompts.infill_task(*parts[1:], parts[0], "chat", tiny_sdar.tokenizer.chat_template)
         assert task.prompt == example["chat_text"]
     # A span inside the problem itself, or a file without a problem: no reference.
-    assert prompts.kernelbench_infill_parts(document, 5, 6) == (None, document[:5], document[6:])
-    assert prompts.kernelbench_problem_end("class Model: pass\n") is None  # no get_inputs
+    assert document_parts.kernelbench_infill_parts(document, 5, 6) == (None, document[:5], document[6:])
+    assert document_parts.kernelbench_problem_end("class Model: pass\n") is None  # no get_inputs
     code = example["pytorch_code"]
-    assert prompts.kernelbench_problem_end(code + "\n") == len(code) + 1  # nothing after it: all of it
+    assert document_parts.kernelbench_problem_end(code + "\n") == len(code) + 1  # nothing after it: all of it
 
 
 def test_extraction_is_dices_on_every_case(dice_reference):

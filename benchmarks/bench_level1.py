@@ -61,7 +61,7 @@ RATE_PROBLEMS = 6
 RATE_COPIES = 4
 RETIME_PROBLEMS = 3
 # Two timings of one file in two processes differ by more than their own bootstrap
-# intervals say (clocks, placement of the buffers): tests/bench/test_bench_gpu.py allows this.
+# intervals say (clocks, placement of the buffers): tests/dice_lsp/bench/test_bench_gpu.py allows this.
 CROSS_PROCESS_SLACK = 0.10
 STOP_GRACE_S = 30
 PHASES = ("controls", "builtin", "rate", "alone")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dice bench` on the GPU machine: the GPU tests of tests/bench (controls judged by a real
+# `dice bench` on the GPU machine: the GPU tests of tests/dice_lsp/bench (controls judged by a real
 # `dice bench` run whose tables are printed as a user sees them, agreement with
 # `dice profile`, a wrong-only problem, the built-in model). From the repository root:
 #
@@ -13,8 +13,8 @@ LOG="$OUT/bench/bench.log"
 export PYTHONUNBUFFERED=1
 {
   echo "== $(date -u) $(nvidia-smi -L 2>&1 | head -1)"
-  echo "== pytest -m gpu tests/bench ${1:+-k \"$1\"}"
-  python3 -m pytest -m gpu tests/bench -v -s -p no:cacheprovider ${1:+-k "$1"}
+  echo "== pytest -m gpu tests/dice_lsp/bench ${1:+-k \"$1\"}"
+  python3 -m pytest -m gpu tests/dice_lsp/bench -v -s -p no:cacheprovider ${1:+-k "$1"}
   status=$?
   echo "== pytest exit status $status"
   exit $status

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import end_process, notification, start_stdio_server
+from ..conftest import end_process, notification, start_stdio_server
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"), reason="needs nvcc")]
 

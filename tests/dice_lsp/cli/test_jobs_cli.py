@@ -14,7 +14,7 @@ import pytest
 from dice_lsp.cli.jobs import what_became_of
 from profiler.results import Verdict
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
 
 

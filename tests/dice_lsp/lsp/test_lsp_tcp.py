@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SAXPY, connect, end_process, notification, start_tcp_server
+from ..conftest import SAXPY, connect, end_process, notification, start_tcp_server
 
 pytestmark = pytest.mark.asyncio
 

@@ -13,7 +13,7 @@ import pytest
 
 from profiler.source.source_files import MAX_SOURCE_BYTES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def dice(*args: str, cwd: Path) -> subprocess.CompletedProcess:

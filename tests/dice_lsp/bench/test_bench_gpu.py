@@ -1,7 +1,7 @@
 """`dice bench` on the GPU: controls count as they should, speedups agree with `dice profile`,
 and a run with the built-in model completes. Run on the device machine:
 
-    python -m pytest -m gpu tests/bench -v
+    python -m pytest -m gpu tests/dice_lsp/bench -v
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from engine.types import Candidate
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
 SAXPY_LINE = next(i for i, line in enumerate(SAXPY.splitlines()) if line.startswith("__global__"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, end_process, notification, start_stdio_server
+from ..conftest import REPO, end_process, notification, start_stdio_server
 
 pytestmark = pytest.mark.asyncio
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from .conftest import SAXPY
+from ..conftest import SAXPY
 
 NO_SPEC = """\
 __global__ void scale(float* out, const float* in, float s, int n)

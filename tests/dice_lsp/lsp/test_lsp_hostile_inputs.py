@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SAXPY, end_process, frame, notification, request, start_stdio_server
+from ..conftest import SAXPY, end_process, frame, notification, request, start_stdio_server
 
 pytestmark = pytest.mark.asyncio
 

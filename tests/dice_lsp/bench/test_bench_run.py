@@ -125,7 +125,7 @@ def test_a_hostile_candidate_reaches_neither_the_bench_nor_its_results(
     import subprocess
 
     out = tmp_path / "out"
-    planted = Path(__file__).resolve().parents[2] / "dice_lsp" / "planted_by_a_candidate.py"
+    planted = Path(__file__).resolve().parents[3] / "dice_lsp" / "planted_by_a_candidate.py"
     relu = control_problems / "level1" / "19_ReLU.py"
     hostile = correct_controls / "level1" / "19_ReLU.hostile.py"
     # It loads as a module (so it runs here, without a GPU): it kills every process it can

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from .conftest import SAXPY
+from ..conftest import SAXPY
 # The statement on line 10 (1-based): `y[i] = a * x[i] + y[i];`
 STATEMENT = types.Range(types.Position(9, 8), types.Position(9, 31))
 IN_KERNEL = types.Range(types.Position(7, 4), types.Position(7, 4))

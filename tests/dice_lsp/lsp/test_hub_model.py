@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -9,7 +9,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from .conftest import start_editor
+from ..conftest import start_editor
 from .test_lsp_basics import BROKEN
 
 pytestmark = pytest.mark.asyncio

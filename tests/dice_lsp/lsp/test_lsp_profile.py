@@ -11,7 +11,7 @@ from lsprotocol import types
 from dice_lsp.core.cache import ResultCache
 from dice_lsp.core.measured import live_keys
 
-SAXPY = (Path(__file__).resolve().parents[2] / "examples" / "saxpy.cu").read_text()
+SAXPY = (Path(__file__).resolve().parents[3] / "examples" / "saxpy.cu").read_text()
 KERNEL_LINE = next(i for i, line in enumerate(SAXPY.splitlines()) if line.startswith("__global__"))
 IN_KERNEL = types.Range(types.Position(KERNEL_LINE + 2, 4), types.Position(KERNEL_LINE + 2, 4))
 ON_NAME = types.Position(KERNEL_LINE, SAXPY.splitlines()[KERNEL_LINE].index("saxpy") + 2)

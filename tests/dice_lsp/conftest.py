@@ -301,12 +301,6 @@ def dice_settings() -> dict | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tiny_fim_checkpoint: Path) -> Path:
-    """The server's jobs run on the fill-in-the-middle tiny model (short prompts)."""
-    return tiny_fim_checkpoint
-
-
 @pytest_lsp.fixture(config=server_config(), params=CLIENTS, scope="module")
 async def model_lsp(lsp_client: LanguageClient, request, tiny_checkpoint: Path, tmp_path_factory):
     """One server per test module and client kind, with the tiny model loaded: its engine

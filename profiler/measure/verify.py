@@ -4,7 +4,7 @@ Works on numpy arrays (the .cu runner copies its outputs to the host), on torch 
 where they live (the KernelBench runner: outputs of gigabytes are compared on the GPU, not
 copied to the host, with kernels torch ships compiled), and on CuPy arrays (whose every
 operation NVRTC compiles at its first use in a process: 8-14 s of each judging on the H200,
-2026-12-03, so the runners no longer pass them). bfloat16 arrives as a torch tensor, or widened
+2026-12-03, so the runners do not pass them). bfloat16 arrives as a torch tensor, or widened
 to float32 (numpy has none) with its dtype name kept, for its tolerance. Outputs are compared a
 chunk at a time (CHUNK), so a comparison's memory does not grow with the output. The same rules
 serve both runners and are tested on any machine with numpy and torch, each backend against

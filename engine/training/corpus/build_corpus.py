@@ -97,7 +97,7 @@ SOURCES = [
            "https://pypi.org/project/torch-harmonics/"),
     Source("gsplat", "gsplat==1.5.3", True, "Apache-2.0", "https://pypi.org/project/gsplat/"),
     Source("torch-scatter", "torch-scatter==2.1.2", True, "MIT", "https://pypi.org/project/torch-scatter/"),
-    # --- Debian source packages (added 2026-12-04): upstream tarballs pinned by exact Debian version and
+    # --- Debian source packages: upstream tarballs pinned by exact Debian version and
     # SHA-256; each licence read from the package's debian/copyright and the files' own headers.
     # darknet: debian/copyright says "GPL-3.0+ or MIT or WTFPL" for Files: *; taken under MIT (LICENSE.mit).
     Source("darknet", "darknet 0.0.0+git20180914.61c9d02e-2 (Debian)", False,
@@ -197,7 +197,7 @@ SOURCES = [
                     "09dcab919207361addeba64792e9ebd07dae65881ef205a75be68b087989434e"),
                    ("pool/main/o/opensubdiv/opensubdiv_3.6.0-3.debian.tar.xz",
                     "1efc0447df15a0a194b7d9d1715cf76db68a71a3d2de33b59db7a6f0aa040d45"))),
-    # More PyPI sdists (added 2026-12-04); licences from LICENSE / PKG-INFO and the files' headers.
+    # More PyPI sdists; licences from LICENSE / PKG-INFO and the files' headers.
     Source("fairseq", "fairseq==0.12.2", True, "MIT (LICENSE)", "https://pypi.org/project/fairseq/"),
     # MinkowskiEngine: MIT (PKG-INFO classifier, file headers); src/3rdparty (from cuDF) Apache-2.0;
     # src/sharedmem.cuh, under NVIDIA's EULA, left out.
@@ -209,7 +209,7 @@ SOURCES = [
            "https://pypi.org/project/natten/", include=("*/csrc/*",)),
     Source("pytorch-fast-transformers", "pytorch-fast-transformers==0.4.0", True, "MIT (PKG-INFO)",
            "https://pypi.org/project/pytorch-fast-transformers/"),
-    # --- More sources (added 2026-12-05): ordinary kernels first (layers, element-wise ops, reductions);
+    # --- More sources: ordinary kernels first (layers, element-wise ops, reductions);
     # each licence read from debian/copyright where the mirror has the .debian.tar.xz, else from the
     # upstream LICENSE, checked against the collected files' headers.
     # Caffe: debian/copyright's Files: * is CAFFE_LICENSE_BSD-2-Clause (its gtest copy, BSD-3, has no CUDA).
@@ -269,8 +269,7 @@ SOURCES = [
            "https://pypi.org/project/pycuda/", held_out=True, python_strings=True, include=("*/examples/*",),
            exclude=("*/convolution.py", "*/game_of_life.py", "*/mandelbrot_interactive.py", "*/sobel_filter.py",
                     "*/demo_cdpSimplePrint.py")),
-    # A second set of small ordinary kernels by another author (added 2026-12-04, after the model of
-    # that day was trained; evaluation only): the reference solutions of mlsys-lab's exercises
+    # A second set of small ordinary kernels by another author (evaluation only): the reference solutions of mlsys-lab's exercises
     # (the `starter.cu` files next to them are the exercises, with bugs put in on purpose).
     Source("mlsys-lab", "mlsys-lab==0.4.0", True, "MIT", "https://pypi.org/project/mlsys-lab/", held_out=True,
            include=("*/tasks/*/ref.cu",)),

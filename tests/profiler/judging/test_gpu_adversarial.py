@@ -1,4 +1,4 @@
-"""Issue 40's adversarial library on a real GPU: one KernelBench candidate document per known
+"""The adversarial library on a real GPU: one KernelBench candidate document per known
 way to fake a speedup (tests/profiler/adversarial/, README.md there says what each does and
 which part of the judge it aims at), each judged through the product's path
 (profiler.judge) against a real level1 problem, beside honest controls that must stay
@@ -38,7 +38,7 @@ LIBRARY = Path(__file__).parent.parent / "adversarial"
 @dataclass(frozen=True)
 class Case:
     file: str  # in LIBRARY
-    cheat: str  # the class of cheat (issue 40's list), or "honest"
+    cheat: str  # the class of cheat (tests/profiler/adversarial/README.md), or "honest"
     expect: str  # "faster": an honest control; "proven": honest, measured for what it is;
     # "never_proven": a cheat whose verdict must not count at all;
     # "not_faster": a cheat that, once the judge's defence holds, can only compute honestly,

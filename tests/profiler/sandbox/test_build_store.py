@@ -445,7 +445,7 @@ raise RuntimeError("builds: " + json.dumps([{"cached": b["cached"], "steps": sor
 @pytest.mark.slow
 @pytest.mark.skipif(isolation_problem() is not None, reason=f"no unprivileged namespaces here: {isolation_problem()}")
 def test_a_real_build_is_built_once_across_dice_profile_commands(tmp_path):
-    # Issue 15's case: `dice profile FILE` twice from the command line, sandboxes isolated.
+    # `dice profile FILE` twice from the command line, sandboxes isolated.
     # An isolated candidate writes nothing outside: it says what it found in its message.
     pytest.importorskip("ninja", reason="load_inline needs ninja: pip install ninja")
     (tmp_path / "relu.py").write_text(cases.candidate(ACROSS_PROCESSES))

@@ -29,7 +29,7 @@ cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)
 BASELINE, MODEL_NEW, candidate = cases.BASELINE, cases.MODEL_NEW, cases.candidate
 
-# What the harness wrote before this change (a Verdict as JSON), and what it sends now.
+# A whole Verdict as JSON, which a candidate might forge, and the measurements the harness sends.
 FORGED_VERDICT = {"status": "faster", "compiled": True, "correct": True, "speedup": 50.0,
                   "speedup_ci": [49.0, 51.0], "time_ms": 0.01, "baseline_ms": 0.5, "diagnostics": [],
                   "message": "50.00x faster (49.00-51.00), correct on 4 input sets", "inputs_checked": 4,

@@ -1,7 +1,6 @@
 """One answer to "what is in this document" (profiler/source/document.py), whoever asks: the server
 (targets, measured units, document analysis, the file watcher), `dice bench` (discovery) and
-the profiler (check, judge, profile). A `.PY` file used to be KernelBench to the server and
-CUDA to the profiler."""
+the profiler (check, judge, profile): a `.PY` file is KernelBench to every one of them."""
 
 from __future__ import annotations
 

@@ -247,11 +247,9 @@ def _clone(values: list) -> list:
 
 
 def _comparable(t) -> tuple[Any, str]:
-    """A tensor as verify.compare takes it, with its dtype's name: where it is (no copy of
-    gigabytes to the host), compared with the kernels torch ships compiled. (Through CuPy each
-    operation was compiled by NVRTC in every judging process; the phase that compares took 14 s
-    of an 18 s verdict on the H200, 2026-12-03.) bfloat16 too: compare widens a chunk at a time,
-    where a widened copy of the whole output would cost its size twice over in GPU memory."""
+    """A tensor as verify.compare takes it, with its dtype's name: compared where it is, with the
+    kernels torch ships compiled (CuPy would compile each operation with NVRTC in every judging
+    process), bfloat16 too, a chunk at a time."""
     return t.detach(), str(t.dtype).removeprefix("torch.")
 
 

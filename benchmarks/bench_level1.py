@@ -238,7 +238,15 @@ def main() -> int:
     parser.add_argument("--build-jobs", type=int, help="DICE_BUILD_JOBS for dice bench (default: half the CPUs)")
     parser.add_argument("--rate-problems", type=int, default=RATE_PROBLEMS,
                         help=f"controlled problems in the rate phase (default {RATE_PROBLEMS}; set when STATE is made)")
+    parser.add_argument("--archive-only", action="store_true", help="only keep --state's archive in --out, and stop")
+    parser.add_argument("--restore-only", action="store_true", help="only unpack --restore into --state, and stop")
     args = parser.parse_args()
+    if args.archive_only or args.restore_only:
+        if args.archive_only:
+            keep(args.state.resolve(), args.out.resolve())
+        if args.restore_only and args.restore is not None:
+            restore(args.restore, args.state.resolve())
+        return 0
     wanted = {p.strip() for p in args.phases.split(",") if p.strip()}
     if not wanted or wanted - set(PHASES):
         parser.error(f"--phases takes {', '.join(PHASES)}")

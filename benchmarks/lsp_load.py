@@ -336,7 +336,13 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=200, help="edits (each with a codeAction) per editor")
     parser.add_argument("--deadline", type=float, default=600, help="seconds before the test gives up")
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
+    parser.add_argument("--write-kernels", nargs=2, metavar=("COUNT", "FILE"),
+                        help="only write the .cu of COUNT kernels the load test opens to FILE, and stop")
     args = parser.parse_args()
+    if args.write_kernels:
+        count, path = args.write_kernels
+        Path(path).write_text(kernels_source(int(count)))
+        return 0
     report = asyncio.run(asyncio.wait_for(run(args), args.deadline))
     print(f"| phase | method | n | p50 ms | p95 ms | max ms |\n| --- | --- | --- | --- | --- | --- |")
     for row in report["latency"]:

@@ -3,22 +3,21 @@ back at most 8 files): what a call keeps, the next restores, inputs and charts l
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
+STATE_ARCHIVE = "state.tar.gz"
 
 
-def _bench_level1():
-    spec = importlib.util.spec_from_file_location("bench_level1", REPO / "benchmarks" / "bench_level1.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench_level1(*args: str) -> None:
+    """benchmarks/bench_level1.py, run as a program."""
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_level1.py"), *args], check=True, timeout=120)
 
 
 def test_the_state_kept_by_one_call_is_restored_by_the_next(tmp_path: Path):
-    bench = _bench_level1()
     state = tmp_path / "state-here"
     (state / "controls").mkdir(parents=True)
     (state / "inputs" / "controls" / "level1").mkdir(parents=True)
@@ -31,12 +30,12 @@ def test_the_state_kept_by_one_call_is_restored_by_the_next(tmp_path: Path):
     (state / "bench_level1.md").write_text("# report")
 
     out = tmp_path / "out" / "bench_level1"
-    bench.keep(state, out)
-    assert sorted(p.name for p in out.iterdir()) == ["bench_level1.json", "bench_level1.md", bench.STATE_ARCHIVE]
+    bench_level1("--state", str(state), "--out", str(out), "--archive-only")
+    assert sorted(p.name for p in out.iterdir()) == ["bench_level1.json", "bench_level1.md", STATE_ARCHIVE]
 
     restored = tmp_path / "fresh-machine" / ".bench-level1"
     restored.parent.mkdir()
-    bench.restore(out / bench.STATE_ARCHIVE, restored)
+    bench_level1("--state", str(restored), "--restore", str(out / STATE_ARCHIVE), "--restore-only")
     assert json.loads((restored / "state.json").read_text())["seconds"] == {"controls": 330.6}
     assert json.loads((restored / "controls" / "results.json").read_text())["problems"][0]["name"] == "19_ReLU"
     assert (restored / "dice-bench.log").read_text() == "log"

@@ -4,8 +4,9 @@ file, off the event loop, and is linear in its size."""
 
 from __future__ import annotations
 
-import importlib.util
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,12 @@ from ..conftest import REPO, end_process, notification, start_stdio_server
 pytestmark = pytest.mark.asyncio
 
 
-def kernels_source(count: int) -> str:
-    spec = importlib.util.spec_from_file_location("lsp_load", REPO / "benchmarks" / "lsp_load.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernels_source(count)
+def kernels_source(count: int, folder: Path) -> str:
+    """The load benchmark's file of `count` spec'd kernels (benchmarks/lsp_load.py, run as a program)."""
+    path = folder / f"kernels-{count}.cu"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "lsp_load.py"), "--write-kernels", str(count), str(path)],
+                   check=True, timeout=120)
+    return path.read_text()
 
 
 def did_open(path: Path, text: str) -> dict:
@@ -27,14 +29,14 @@ def did_open(path: Path, text: str) -> dict:
 
 
 async def test_a_5_mb_file_is_answered_and_does_not_stop_the_server(child_env, tmp_path: Path):
-    big_text = kernels_source(11813)
+    big_text = kernels_source(11813, tmp_path)
     assert len(big_text.encode()) > 5_000_000
     process, client = await start_stdio_server(child_env)
     try:
         await client.initialize(tmp_path)
         big, small = tmp_path / "big.cu", tmp_path / "small.cu"
         client.send(did_open(big, big_text))
-        client.send(did_open(small, kernels_source(1)))
+        client.send(did_open(small, kernels_source(1, tmp_path)))
         client.send({"jsonrpc": "2.0", "id": 1, "method": "textDocument/codeLens", "params": {"textDocument": {"uri": big.as_uri()}}})
         # The big file is being analysed: a hover elsewhere is still answered at once.
         hover = await client.call(2, "textDocument/hover", {"textDocument": {"uri": small.as_uri()}, "position": {"line": 4, "character": 18}}, timeout=15)
@@ -71,7 +73,7 @@ async def test_a_6_mb_line_costs_each_request_milliseconds_not_seconds(child_env
         await client.initialize(tmp_path)
         big, small = tmp_path / "long.cu", tmp_path / "small.cu"
         client.send(did_open(big, line))
-        client.send(did_open(small, kernels_source(1)))
+        client.send(did_open(small, kernels_source(1, tmp_path)))
         small_hover = {"textDocument": {"uri": small.as_uri()}, "position": {"line": 4, "character": 18}}
         far = {"line": 0, "character": 6_000_000}
         # The first request waits for the file's analysis (in a process of its own).

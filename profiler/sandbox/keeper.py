@@ -21,6 +21,11 @@ namespaces of its own, made without privileges (a user namespace):
   ends, the kernel kills everything left in it;
 - a network namespace of its own, whose only interface (loopback) is down: the candidate
   can reach no address, 127.0.0.1 and abstract UNIX sockets of the host included;
+- every UNIX socket bound to a path when the sandbox starts (read from the host's
+  /proc/net/unix: an editor's IPC, a terminal multiplexer, the session bus, ssh and gpg
+  agents, a container daemon) has /dev/null mounted over it, so that connecting there finds no
+  one: such a socket answers whoever can open its path, whatever the network namespace. The
+  GPU driver's own (NVIDIA_SOCKETS) are left, as CUDA may need them;
 - a mount namespace with a /proc of that PID namespace, and every file system read-only
   except the folders given with `--writable` (the sandbox's own folder, its build folder),
   a private /dev/shm: the candidate cannot change the installed profiler, another sandbox's
@@ -84,6 +89,33 @@ def _write(path: str, text: str) -> None:
         file.write(text)
 
 
+# Paths of the GPU driver's daemons (persistence, MPS), which CUDA in the harness may use.
+NVIDIA_SOCKETS = ("/run/nvidia", "/var/run/nvidia", "/tmp/nvidia-mps")
+MAX_MASKED_SOCKETS = 4096
+
+
+def bound_socket_paths(writable: list[str]) -> list[str]:
+    """(the keeper, in the host's network namespace) The paths of the UNIX sockets bound on
+    this machine, from /proc/net/unix, but the GPU driver's and those below `writable`."""
+    try:
+        with open("/proc/net/unix", "rb") as table:
+            lines = table.read().decode("utf-8", "surrogateescape").splitlines()[1:]
+    except OSError:
+        return []
+    own = [os.path.realpath(p) for p in writable]
+    found = []
+    for line in lines:
+        fields = line.split(None, 7)  # Num RefCount Protocol Flags Type St Inode Path
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue  # unnamed, or abstract (@...): the network namespace hides those
+        path = fields[7]
+        if path.startswith(NVIDIA_SOCKETS) or any(path == p or path.startswith(p + "/") for p in own):
+            continue
+        if path not in found:
+            found.append(path)
+    return found[:MAX_MASKED_SOCKETS]
+
+
 def enter_namespaces() -> None:
     """(the keeper, before it starts the harness) A user namespace, in which this process is
     an unprivileged user with every capability, a PID namespace that its next child is the
@@ -112,10 +144,12 @@ def _mount_setattr(path: str, recursive: bool, set_: int = 0, clear: int = 0) ->
     _libc_call(f"mount_setattr({path})", result)
 
 
-def confine(writable: list[str]) -> None:
+def confine(writable: list[str], sockets: list[str] = ()) -> None:
     """(the harness's process, first in the new PID namespace, before exec) A mount namespace
-    with a /proc of this PID namespace, a private /dev/shm, and everything read-only but
-    `writable`. Raises OSError where the system does not allow it."""
+    with a /proc of this PID namespace, a private /dev/shm, /dev/null over each of `sockets`,
+    and everything read-only but `writable`. Raises OSError where the system does not allow it
+    (a socket that cannot be covered, one gone or out of reach, is passed over: what the
+    keeper cannot reach, the candidate cannot either)."""
     libc = ctypes.CDLL(None, use_errno=True)
     mount = libc.mount
     mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -125,6 +159,8 @@ def confine(writable: list[str]) -> None:
     shm = ["/dev/shm"] if os.path.isdir("/dev/shm") else []
     if shm:
         _libc_call("mount(/dev/shm)", mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777"))
+    for path in sockets:
+        mount(b"/dev/null", path.encode("utf-8", "surrogateescape"), None, MS_BIND, None)
     paths = [os.path.realpath(p) for p in writable]
     for path in paths:  # each its own mount, so that it can stay writable below
         _libc_call(f"mount({path}, bind)", mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None))
@@ -217,6 +253,7 @@ def main(argv: list[str]) -> int:
         return 1
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, _stop)
+    sockets = bound_socket_paths(writable) if isolate else []
     if isolate:
         try:
             enter_namespaces()
@@ -230,7 +267,7 @@ def main(argv: list[str]) -> int:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the keeper
             if isolate:
                 try:
-                    confine(writable)
+                    confine(writable, sockets)
                 except OSError as exc:
                     code = _cannot_isolate(exc)
                     raise

@@ -110,7 +110,10 @@ raise RuntimeError("writes: " + " ".join(said))
 
 
 @needs_namespaces
-def test_a_candidate_reaches_no_socket_loopback_included():
+def test_a_candidate_reaches_no_socket_loopback_included(tmp_path):
+    """Not TCP on 127.0.0.1, not an abstract UNIX socket, and not one bound to a path (an
+    editor's IPC, tmux, the session bus: what answers whoever can open the path, whatever
+    the network namespace)."""
     import socket
     import threading
 
@@ -123,12 +126,18 @@ def test_a_candidate_reaches_no_socket_loopback_included():
     abstract.bind("\0" + name)
     abstract.listen(4)
     abstract.settimeout(0.2)
+    path = tmp_path / "ipc.sock"  # outside the sandbox's folders, readable by the candidate
+    named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    named.bind(str(path))
+    named.listen(4)
+    named.settimeout(0.2)
+    tmp_path.chmod(0o755)
     accepted: list[str] = []
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
-            for server, what in ((listener, "tcp"), (abstract, "unix")):
+            for server, what in ((listener, "tcp"), (abstract, "unix"), (named, "unix path")):
                 try:
                     conn, _ = server.accept()
                     accepted.append(what)
@@ -143,7 +152,7 @@ def test_a_candidate_reaches_no_socket_loopback_included():
 import socket
 said = []
 for family, address in ((socket.AF_INET, ("127.0.0.1", {listener.getsockname()[1]})),
-                        (socket.AF_UNIX, "\\0{name}")):
+                        (socket.AF_UNIX, "\\0{name}"), (socket.AF_UNIX, {str(path)!r})):
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(2)
     try:
@@ -158,6 +167,7 @@ raise RuntimeError("sockets: " + " ".join(said))
         watcher.join(2)
         listener.close()
         abstract.close()
+        named.close()
     assert not accepted, f"a candidate connected over {accepted}"
     assert "sockets: " in verdict.message and "connected" not in verdict.message, verdict.message
     assert verdict.extra["isolation"] == "namespaces"
@@ -304,3 +314,18 @@ raise RuntimeError("folders: " + os.getcwd() + " " + os.environ["TORCH_EXTENSION
     assert not Path(working).exists()
     assert not (Path(build) / "d").exists()  # the build folder was not kept as it was left
     assert _judge("").status in ("no_gpu", "not_faster", "faster"), "the next candidate was not judged"
+
+
+def test_the_sockets_covered_are_the_hosts_but_the_sandboxs_own_and_the_gpu_drivers(tmp_path):
+    import socket
+
+    from profiler.sandbox.keeper import NVIDIA_SOCKETS, bound_socket_paths
+
+    outside, own = tmp_path / "outside.sock", tmp_path / "own" / "inside.sock"
+    own.parent.mkdir()
+    with socket.socket(socket.AF_UNIX) as a, socket.socket(socket.AF_UNIX) as b:
+        a.bind(str(outside))
+        b.bind(str(own))
+        found = bound_socket_paths([str(own.parent)])
+    assert str(outside) in found and str(own) not in found
+    assert not [p for p in found if p.startswith(NVIDIA_SOCKETS)]

@@ -99,6 +99,10 @@ class DecodeMask(NamedTuple):
     mask: torch.Tensor
     kv_len: torch.Tensor
 
+    @property
+    def shape(self) -> torch.Size:  # read like the mask it wraps (the SDPA fallback's key length)
+        return self.mask.shape
+
 
 class Residual(NamedTuple):
     """A fused-norms step's hidden state: h [B, T, H] and its rows' sums of squares in parts,

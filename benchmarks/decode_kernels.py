@@ -11,7 +11,7 @@ read. Projections (DICE-1.7B's four per layer and the vocabulary's): cuBLAS as t
 calls it (F.linear), cuBLAS on the transposed product, and engine.model.skinny (the engine's own
 kernel for a step's few rows) over its grid of tile choices (warps per block x loads in
 flight); the fastest skinny choice per shape, or null where cuBLAS was faster, goes to
-$OUT/skinny_tuned.json in engine.model.skinny.TUNED's format (skinny.use_tuned(skinny.read_tuned(path)) takes it). (A
+$OUT/skinny_tuned.json in engine.model.skinny.TUNED's format (engine_speed.py --skinny-tuned takes it). (A
 Triton kernel for the same products, tried in the run at 2ade610, was not faster than cuBLAS:
 docs/benchmarks.md.) Attention: the engine's decode kernel (engine.model.decode_attention) with
 other split and tile sizes. Writes $OUT/decode_kernels.json (OUT defaults to ./.device-out).

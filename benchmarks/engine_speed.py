@@ -66,6 +66,7 @@ from engine.decoding.decode import decode  # noqa: E402
 from engine.decoding.paths import make_forward  # noqa: E402
 from engine.model.routes import FAST_PATHS, GPU_DEFAULT, Fusion  # noqa: E402
 from engine.model.routes import PATHS as ENGINE_PATHS  # noqa: E402
+from engine.model import skinny  # noqa: E402
 from engine.model.sdar import SDARConfig, SDARForCausalLM  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -281,7 +282,12 @@ def main() -> int:
                         help="run a batch-1 step's norms, RoPE, cache write and SwiGLU as separate kernels")
     parser.add_argument("--no-fused-norms", action="store_true",
                         help="run a batch-1 step's attention RMSNorms and residual adds as separate kernels")
+    parser.add_argument("--skinny-tuned", type=Path, metavar="JSON",
+                        help="the skinny kernel's tile choices from benchmarks/decode_kernels.py's skinny_tuned.json "
+                             "in place of engine.model.skinny.TUNED (taken before any path is compiled or captured)")
     args = parser.parse_args()
+    if args.skinny_tuned is not None:
+        skinny.use_tuned(skinny.read_tuned(args.skinny_tuned))
     global FUSION
     FUSION = Fusion(step=not args.no_fused_step, norms=not args.no_fused_norms)
     unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]

@@ -11,8 +11,7 @@ set -uo pipefail
 seconds=${1:-480}
 shift || true
 paths=("$@")
-[ ${#paths[@]} -gt 0 ] || paths=(tests/profiler tests/engine/decoding/test_decode_gpu.py tests/dice_lsp/lsp/test_lsp_gpu.py
-                                 tests/dice_lsp/bench/test_bench_gpu.py)
+[ ${#paths[@]} -gt 0 ] || paths=(tests/profiler tests/engine tests/dice_lsp)
 timeout -s INT "$seconds" python3 -m pytest -m gpu -n 8 --dist loadfile -p no:cacheprovider -p no:benchmark \
   --timeout 300 -v --tb=short -rfE --durations=15 "${paths[@]}" >"$OUT/gpu-tests.log" 2>&1
 rc=$?

@@ -151,15 +151,20 @@ def test_dice_check_ended_by_sigterm_takes_its_compiler_with_it(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     check = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "check", str(path)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    compilers: list[int] = []
-    for _ in range(200):
-        compilers = [pid for pid in _children_of(check.pid)]
-        if compilers:
+    session = None
+    for _ in range(400):  # the compiler's session (another child, a probe, may come and go first)
+        for pid in _children_of(check.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"nvcc" in cmdline.read():
+                        session = os.getsid(pid)
+            except (OSError, ProcessLookupError):
+                continue
+        if session is not None:
             break
         time.sleep(0.05)
-    assert compilers, "nvcc never started"
+    assert session is not None, "nvcc never started"
     time.sleep(0.5)
-    session = os.getsid(compilers[0])
     check.terminate()
     check.communicate(timeout=30)
     time.sleep(0.5)

@@ -1,13 +1,17 @@
-"""A model of DICE-1.7B's shape with random weights, and a random prompt: what the decoding
+"""Models of the DICE sizes' shapes with random weights, and a random prompt: what the decoding
 speed benchmarks (engine_speed.py, preset_speed.py) run on, so that they need no checkpoint.
 
-Shape: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
-embeddings, 4-token blocks, DICE's mask and end-of-text tokens.
+DICE-1.7B: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, tied embeddings.
+DICE-4B: SDAR-4B's config (tests/data/sdar-tokenizer/config.json): hidden 2560, 36 layers,
+32/8 heads, intermediate 9728, untied. DICE-8B: SDAR-8B's (Qwen3-8B's widths): hidden 4096, 36
+layers, 32/8 heads, intermediate 12288, untied. All: vocab 151936, head_dim 128, 4-token
+blocks, DICE's mask and end-of-text tokens.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,6 +28,17 @@ DICE_1_7B = SDARConfig(
     rope_theta=1_000_000.0, max_position_embeddings=32768, tie_word_embeddings=True,
     block_size=BLOCK, mask_token_id=151669, eos_token_id=151643,
 )
+DICE_4B = replace(DICE_1_7B, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+                  tie_word_embeddings=False)
+DICE_8B = replace(DICE_4B, hidden_size=4096, intermediate_size=12288)
+SHAPES = {"1.7b": DICE_1_7B, "4b": DICE_4B, "8b": DICE_8B}
+
+
+def describe(config: SDARConfig) -> str:
+    """"2048 x 28, 16/8 heads, vocab 151936, tied" for the benchmarks' reports."""
+    return (f"{config.hidden_size} x {config.num_hidden_layers}, {config.num_attention_heads}/"
+            f"{config.num_key_value_heads} heads, vocab {config.vocab_size}, "
+            f"{'tied' if config.tie_word_embeddings else 'untied'}")
 
 
 def random_model(config: SDARConfig, device: str, dtype: torch.dtype) -> SDARForCausalLM:

@@ -1,12 +1,12 @@
-"""Diffusion engine speed on the GPU machine, for a model of DICE-1.7B's shape.
+"""Diffusion engine speed on the GPU machine, for a model of a DICE size's shape.
 
-    python benchmarks/engine_speed.py [--gen 128] [--paths graphs,flex,cached,compiled] [--budget-s 270]
-                                      [--skip-transformers] [--skip-presets] [--skip-agreement] [--skip-kernels]
-                                      [--kernel-paths cached,flex]
+    python benchmarks/engine_speed.py [--shape 1.7b|4b|8b] [--gen 128] [--paths graphs,flex,cached,compiled]
+                                      [--budget-s 270] [--skip-transformers] [--skip-presets] [--skip-agreement]
+                                      [--skip-kernels] [--kernel-paths cached,flex]
 
-Model: hidden 2048, 28 layers, 16/8 heads, head_dim 128, intermediate 6144, vocab 151936, tied
-embeddings, random bf16 weights (benchmarks/dice_shape.py); a 1024-token prompt;
-4-token blocks.
+Model: the shape of DICE-1.7B by default (hidden 2048, 28 layers, 16/8 heads, head_dim 128,
+intermediate 6144, vocab 151936, tied embeddings), DICE-4B's or DICE-8B's with --shape, random
+bf16 weights (benchmarks/dice_shape.py); a 1024-token prompt; 4-token blocks.
 
 Measured in one run, each number with how it was measured:
 - copy bandwidth: device-to-device copy of 1 GiB, CUDA events, median of 20; bandwidth counts
@@ -38,8 +38,8 @@ at most 1.3x the batch-1 step; >= 600 tokens/s at batch 1 under the static sched
 baseline (graphs, `old default` in the output) against the default, step for step. Sections
 run in that order of importance;
 once --budget-s seconds have passed the optional ones left are skipped (and said so). Prints
-a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out) and engine_speed.md (the
-table), both rewritten after every section so that a partial run still leaves its numbers.
+a table and writes $OUT/engine_speed.json (OUT defaults to ./.device-out; engine_speed-8b.json and
+so on for the other shapes) and engine_speed.md (the table), both rewritten after every section so that a partial run still leaves its numbers.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks import dice_shape  # noqa: E402  (after the path is set)
-from benchmarks.dice_shape import BLOCK, DICE_1_7B  # noqa: E402
+from benchmarks.dice_shape import BLOCK, SHAPES  # noqa: E402
 from benchmarks.preset_speed import SETTINGS, measure  # noqa: E402
 from engine.decoding.decode import decode  # noqa: E402
 # The engine's default on a GPU, measured against plain CUDA graphs (docs/benchmarks.md).
@@ -103,8 +103,12 @@ def copy_bandwidth() -> dict:
     return {"bytes": n, "median_ms": ms, "gb_per_s": 2 * n / ms / 1e6, "how": "1 GiB D2D copy, read+write bytes"}
 
 
+SHAPE_NAME = "1.7b"  # --shape
+SHAPE = SHAPES[SHAPE_NAME]
+
+
 def random_model(config: SDARConfig = None, dtype: torch.dtype = torch.bfloat16) -> SDARForCausalLM:
-    return dice_shape.random_model(config or DICE_1_7B, "cuda", dtype)
+    return dice_shape.random_model(config or SHAPE, "cuda", dtype)
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -130,7 +134,7 @@ def step_ms(model: SDARForCausalLM, path: str, batch: int, gen: int) -> dict:
     total = PROMPT_TOKENS + gen
     started = time.perf_counter()
     forward = make_forward(model, path, batch, total, BLOCK, FUSION)
-    x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
+    x = torch.full((batch, total), SHAPE.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
     start = PROMPT_TOKENS + BLOCK * max(0, min(8, gen // BLOCK - 1))
@@ -161,11 +165,11 @@ def decode_run(model: SDARForCausalLM, path: str, batch: int, gen: int, prompt: 
 
 
 def fp32_agreement(paths: list[str], gen: int) -> dict:
-    """Tokens of each path against the eager cached path on an fp32 model of DICE-1.7B's widths
+    """Tokens of each path against the eager cached path on an fp32 model of the shape's widths
     with 4 layers (fewer layers: less to compile), batch 1 and 3 (3 runs padded to 8 rows)."""
     from dataclasses import replace
 
-    model = random_model(replace(DICE_1_7B, num_hidden_layers=4), torch.float32)
+    model = random_model(replace(SHAPE, num_hidden_layers=4), torch.float32)
     prompt = prompt_ids()[:300]
     out = {}
     for batch in (1, 3):
@@ -187,12 +191,13 @@ def preset_speeds(model: SDARForCausalLM, path: str, gen: int) -> dict:
 def transformers_generate(model: SDARForCausalLM, batch: int, new_tokens: int = 64) -> dict:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    c = DICE_1_7B
+    c = SHAPE
     config = Qwen3Config(
         vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
         num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
         num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim, rms_norm_eps=c.rms_norm_eps,
-        rope_theta=c.rope_theta, max_position_embeddings=c.max_position_embeddings, tie_word_embeddings=True,
+        rope_theta=c.rope_theta, max_position_embeddings=c.max_position_embeddings,
+        tie_word_embeddings=c.tie_word_embeddings,
         eos_token_id=None, pad_token_id=0,
     )
     with torch.device("cuda"):
@@ -229,7 +234,7 @@ def kernel_breakdown(model: SDARForCausalLM, path: str, gen: int, batch: int = 1
 
     total = PROMPT_TOKENS + gen
     forward = make_forward(model, path, batch, total, BLOCK, FUSION)
-    x = torch.full((batch, total), DICE_1_7B.mask_token_id, dtype=torch.long, device="cuda")
+    x = torch.full((batch, total), SHAPE.mask_token_id, dtype=torch.long, device="cuda")
     x[:, :PROMPT_TOKENS] = torch.tensor(prompt_ids(), device="cuda")
     forward.prefill(x[:1, :PROMPT_TOKENS])
     start = PROMPT_TOKENS + BLOCK
@@ -282,23 +287,28 @@ def main() -> int:
                         help="run a batch-1 step's norms, RoPE, cache write and SwiGLU as separate kernels")
     parser.add_argument("--no-fused-norms", action="store_true",
                         help="run a batch-1 step's attention RMSNorms and residual adds as separate kernels")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="1.7b",
+                        help="the DICE size whose shape to measure (random weights of its config); "
+                             "the files are engine_speed.json for 1.7b, engine_speed-SHAPE.json for the others")
     parser.add_argument("--skinny-tuned", type=Path, metavar="JSON",
                         help="the skinny kernel's tile choices from benchmarks/decode_kernels.py's skinny_tuned.json "
                              "in place of engine.model.skinny.TUNED (taken before any path is compiled or captured)")
     args = parser.parse_args()
     if args.skinny_tuned is not None:
         skinny.use_tuned(skinny.read_tuned(args.skinny_tuned))
-    global FUSION
+    global FUSION, SHAPE, SHAPE_NAME
     FUSION = Fusion(step=not args.no_fused_step, norms=not args.no_fused_norms)
+    SHAPE_NAME, SHAPE = args.shape, SHAPES[args.shape]
     unknown = [p for p in args.paths.split(",") + args.kernel_paths.split(",") if p not in ENGINE_PATHS]
     if unknown:
         parser.error(f"unknown decoding paths {', '.join(unknown)} (engine.model.routes.PATHS: {', '.join(ENGINE_PATHS)})")
     began = time.perf_counter()
     out_dir = Path(os.environ.get("OUT", ".device-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    out_file = out_dir / "engine_speed.json"
+    stem = "engine_speed" if SHAPE_NAME == "1.7b" else f"engine_speed-{SHAPE_NAME}"
+    out_file = out_dir / f"{stem}.json"
     results: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                     "shape": "DICE-1.7B (2048 x 28, 16/8 heads, vocab 151936, tied), bf16 random",
+                     "shape": f"DICE-{SHAPE_NAME.upper()} ({dice_shape.describe(SHAPE)}), bf16 random",
                      "prompt_tokens": PROMPT_TOKENS, "block": BLOCK, "gen": args.gen, "default_path": GPU_DEFAULT,
                      "old_default_path": OLD_DEFAULT, "fused_step": FUSION.step,
                      "fused_norms": FUSION.step and FUSION.norms, "errors": {}, "skipped": []}
@@ -307,7 +317,7 @@ def main() -> int:
     def save() -> None:  # both files after every section: a run cut at its limit still leaves them
         summarize(results)
         out_file.write_text(json.dumps(results, indent=2) + "\n")
-        (out_dir / "engine_speed.md").write_text(report(results, paths) + "\n")
+        (out_dir / f"{stem}.md").write_text(report(results, paths) + "\n")
 
     def section(name: str, fn, optional: bool = False):
         elapsed = time.perf_counter() - began
@@ -367,7 +377,7 @@ def main() -> int:
     results["total_s"] = round(time.perf_counter() - began, 1)
     save()
     print(report(results, paths))
-    print(f"wrote {out_file} and engine_speed.md ({results['total_s']:.0f}s)")
+    print(f"wrote {out_file} and {stem}.md ({results['total_s']:.0f}s)")
     return 0
 
 
@@ -394,7 +404,7 @@ def summarize(results: dict) -> None:
 def report(results: dict, paths: list[str]) -> str:
     """The Markdown table (and lines) printed at the end and written to engine_speed.md."""
     floor = results.get("floor_ms")
-    lines = [f"DICE-1.7B shape, bf16 random weights, {PROMPT_TOKENS}-token prompt, block {BLOCK}, on "
+    lines = [f"{results['shape']}, {PROMPT_TOKENS}-token prompt, block {BLOCK}, on "
              f"{results['device']} (torch {results['torch']})", ""]
     if floor:
         lines.append(f"copy bandwidth {results['copy_bandwidth']['gb_per_s']:.0f} GB/s; weights "

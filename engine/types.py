@@ -170,3 +170,4 @@ class EngineInfo:
     block_size: int
     prompt_format: str  # "fim" | "chat"
     dtype: str = ""
+    decode_path: str = ""  # a local model's decoding path (engine.model.routes.PATHS); "" for a server's

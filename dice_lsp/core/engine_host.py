@@ -71,9 +71,8 @@ class EngineHost:
                 self._status.update(model=None, busy=False, message=f"no model: {exc}")
                 raise ModelUnavailable(f"Could not load the model {settings.model!r}: {exc}. {HOW_TO_SET_MODEL}") from exc
             self._engine, self._wanted = engine, wanted
-            self._status.update(
-                model=info.name, busy=False, message=f"ready: model loaded on {info.device}"
-            )
+            path = f", decoding path {info.decode_path}" if info.decode_path else ""
+            self._status.update(model=info.name, busy=False, message=f"ready: model loaded on {info.device}{path}")
             return engine
 
     async def recover(self, error: Exception) -> None:

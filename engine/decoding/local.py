@@ -107,7 +107,8 @@ class LocalEngine(EngineBase):
     def info(self) -> EngineInfo:
         weight = self.model.lm_head.weight
         dtype = str(weight.dtype).removeprefix("torch.")
-        return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype)
+        return EngineInfo(self.name, str(weight.device), self.config.block_size, self.config.prompt_format, dtype,
+                          self.decode_path)
 
     def run(self, request: Request, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> list[Candidate]:
         """The request's n answers; a FIM fill's candidates are cut to the selection's shape

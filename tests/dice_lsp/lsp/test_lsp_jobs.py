@@ -112,6 +112,9 @@ async def test_fill_resolves_then_each_candidate_is_an_action(editor, workspace:
     busy = [s for s in editor.statuses if s["busy"]]
     assert any(s["message"].startswith("fill: generating") for s in busy), editor.statuses
     assert editor.statuses[-1]["busy"] is False and editor.statuses[-1]["model"]
+    # The status bar says which decoding path serves (a CPU runs the eager cached one).
+    assert any(s["message"] == "ready: model loaded on cpu, decoding path cached" for s in editor.statuses), \
+        editor.statuses
 
     # Verdicts on the range, from the real compiler.
     await editor.wait_for(lambda: any(d.source == "dice" and d.code for d in editor.client.diagnostics.get(uri, [])), what="verdict diagnostics")

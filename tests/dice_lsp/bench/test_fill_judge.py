@@ -16,7 +16,7 @@ import pytest
 from dice_lsp.bench.fills import document, has_outputs, judge_case, spec_lines, summary
 from profiler.spec import parse_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 CASE = {  # the shape of a builtin_eval record's case (prefix without the prelude)
     "kernel": "scale",

@@ -13,12 +13,12 @@ split-KV decoding one). fp32, and bf16 for DICE-1.7B's shape.
 
 Part 2, the model: one decoding window of a tiny fp32 SDAR model (head_dim 16) through each way
 the engine can run attention, against the eager SDPA path, for each kernel_options variant
-(engine.model.sdar.FLEX_KERNEL_OPTIONS).
+(engine.model.routes.FLEX_KERNEL_OPTIONS).
 
 On the H200 with torch 2.11 (2026-12-03; docs/device-runs/2026-12-03/8c34212/flex_diag.log):
 part 1 is right in every variant (fp32 at most 6e-7 off, bf16 8e-4); in part 2 compiled flex is
 1.49 off with the kernel flex picks (its split-KV decoding kernel) and 3.1e-6 with the general
-kernel forced, which engine.model.sdar.FLEX_KERNEL_OPTIONS now does (eager flex 4.2e-6, compiled
+kernel forced, which engine.model.routes.FLEX_KERNEL_OPTIONS now does (eager flex 4.2e-6, compiled
 SDPA 2.1e-6). Part 1 had contiguous queries; the model's come out of a transpose. 456c64a
 (docs/device-runs/2026-12-03/456c64a/flex_diag.log): the "q-transposed" variants of part 1 are
 right through the decoding kernel too, so the layout alone is not what it gets wrong; the

@@ -1,10 +1,12 @@
-"""Every environment variable dice-lsp reads, in one typed object.
+"""Every environment variable a user may set for dice-lsp, in one typed object.
 
 The editor's settings (model, candidates, sampling) come from the client (dice_lsp.core.config);
 what belongs to the machine rather than to a document (where caches live, how candidates are
 isolated and built, the secrets of the servers) comes from the environment, here. The
 README's table of variables is checked against VARIABLES by the tests, and no other module
-reads a DICE_ variable, so there is no switch a user cannot find.
+reads a DICE_ variable but the two dice sets for its own child processes (the sandbox's
+marker, the folder where Ray's builders announce themselves; named in the README too), so
+there is no switch a user cannot find.
 
 This module is a leaf: the profiler, the engine's callers and the language server all import
 it, and it imports nothing of the project.
@@ -63,8 +65,8 @@ def _flag_on_unless_zero(raw: str) -> bool:
 def _count(raw: str) -> int | None:
     if not raw:
         return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise Unreadable("expected a whole number of at least 1")
+    if not raw.isdigit():
+        raise Unreadable("expected a whole number (0 or 1: one at a time)")
     return int(raw)
 
 
@@ -132,7 +134,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(COMPILER_MEMORY, "compiler_memory", _compiler_memory, describe_bytes(DEFAULT_COMPILER_MEMORY),
              "address space of each nvcc/c++ process (`8G`, `4096M`, or `off`)"),
     Variable(BUILD_JOBS, "build_jobs", _count, "half the CPUs",
-             "KernelBench candidates built side by side before they are timed"),
+             "KernelBench candidates built side by side before they are timed (0 or 1: none ahead)"),
     Variable(BUILD_CACHE, "build_cache", _build_cache, "`$XDG_CACHE_HOME/dice-lsp/builds`",
              "where verified extension builds are kept across processes (isolated sandboxes only); `off`: "
              "in memory for one process"),

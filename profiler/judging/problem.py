@@ -37,7 +37,8 @@ def half_the_cpus() -> int:
 
 def build_jobs(count: int) -> int:
     """How many of `count` candidates to build at once: DICE_BUILD_JOBS, else half_the_cpus()."""
-    return max(1, min(count, settings.current().build_jobs or half_the_cpus()))
+    configured = settings.current().build_jobs
+    return max(1, min(count, half_the_cpus() if configured is None else configured))
 
 
 class KernelBenchProblem:

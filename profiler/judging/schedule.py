@@ -251,7 +251,11 @@ class KernelBenchSchedule:
                                     on_phase=None if self.pause is None else self.pause.on_phase)
             return Judged(verdicts, (best, with_torch_compile(copy.deepcopy(verdicts[best]), compiled)))
         finally:
-            self._planned.pop(key).problem.close()
+            planned = self._planned.pop(key)
+            for build in planned.builds.values():
+                build.cancel()  # those not started yet
+            wait(list(planned.builds.values()))  # a running one writes into the problem's folders
+            planned.problem.close()
 
     @staticmethod
     def _built(*builds: Future) -> None:

@@ -37,7 +37,7 @@ def test_values_are_typed():
 
 
 def test_a_value_that_cannot_be_read_keeps_its_default_and_says_so():
-    env = Environment.read({"DICE_SANDBOX_POOL": "many", "DICE_COMPILER_MEMORY": "3", "DICE_BUILD_JOBS": "0"})
+    env = Environment.read({"DICE_SANDBOX_POOL": "many", "DICE_COMPILER_MEMORY": "3", "DICE_BUILD_JOBS": "two"})
     assert (env.sandbox_pool, env.compiler_memory, env.build_jobs) == (
         settings.DEFAULT_SANDBOX_POOL, DEFAULT_COMPILER_MEMORY, None)
     assert [p.split("=")[0] for p in env.problems] == ["DICE_SANDBOX_POOL", "DICE_COMPILER_MEMORY", "DICE_BUILD_JOBS"]

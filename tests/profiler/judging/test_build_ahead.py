@@ -39,8 +39,9 @@ def test_build_jobs_follow_the_setting_and_never_exceed_the_candidates(monkeypat
     monkeypatch.setenv(BUILD_JOBS_ENV, "3")
     assert build_jobs(8) == 3
     assert build_jobs(2) == 2
-    monkeypatch.setenv(BUILD_JOBS_ENV, "1")
-    assert build_jobs(8) == 1  # one at a time: building ahead is off
+    for off in ("1", "0"):
+        monkeypatch.setenv(BUILD_JOBS_ENV, off)
+        assert build_jobs(8) == 1  # one at a time: building ahead is off
     monkeypatch.setenv(BUILD_JOBS_ENV, "lots")  # not a number: the default, half the CPUs
     assert build_jobs(64) == min(64, half_the_cpus()) == min(64, max(1, len(os.sched_getaffinity(0)) // 2))
 

@@ -16,16 +16,14 @@ from pathlib import Path
 import msgpack
 
 from profiler import settings
+from profiler.paths import cache_root
 from profiler.results import Verdict
 
 log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    if folder := settings.current().cache_dir:
-        return folder
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "dice-lsp" / "results"
+    return settings.current().cache_dir or cache_root() / "results"
 
 
 @functools.lru_cache(maxsize=16)

@@ -33,8 +33,8 @@ POOL_ENV = settings.SANDBOX_POOL
 # one *Optimize* finds every sandbox warm: on the H200 (2026-12-03) a burst of 8 candidates
 # with 2 kept waited ~2 s for the spares it started (a warm-up takes 1-2 s beside 8 nvcc
 # checks). Each spare is a process with a CUDA context, let go after IDLE_S unused.
-DEFAULT_KEEP = 4
-MAX_SPARES = 8  # at most this many at once, however many candidates are announced
+DEFAULT_KEEP = settings.DEFAULT_SANDBOX_POOL
+MAX_SPARES = settings.MAX_SANDBOX_POOL  # at most this many at once, however many candidates are announced
 WARM_LIMIT_S = 120.0
 IDLE_S = 600.0
 CHECK_S = 1.0  # how often the pool's thread looks at its spares when nothing wakes it

@@ -94,13 +94,13 @@ def fused_kernels_in_torch(monkeypatch):
 
     calls: list[str] = []
 
-    def glu(x, w):
+    def gated(x, w):
         gate, up = torch.nn.functional.linear(x, w).chunk(2, dim=-1)
         return torch.nn.functional.silu(gate) * up
 
-    def norm_linear(h, part, norm_weight, w, eps, glu_=False):
+    def norm_linear(h, part, norm_weight, w, eps, glu=False):
         x = (h.float() * torch.rsqrt(part.sum(0).reshape(*h.shape[:-1], 1) / h.shape[-1] + eps)).to(h.dtype)
-        return glu(x * norm_weight, w) if glu_ else torch.nn.functional.linear(x * norm_weight, w)
+        return gated(x * norm_weight, w) if glu else torch.nn.functional.linear(x * norm_weight, w)
 
     def residual_linear(x, w, residual):
         y = residual + torch.nn.functional.linear(x, w)
@@ -109,8 +109,8 @@ def fused_kernels_in_torch(monkeypatch):
     stand_ins = {
         "usable": lambda x, w, glu=False: True,
         "linear": torch.nn.functional.linear,
-        "glu_linear": glu,
-        "norm_linear": lambda h, part, nw, w, eps, glu=False: norm_linear(h, part, nw, w, eps, glu),
+        "glu_linear": gated,
+        "norm_linear": norm_linear,
         "residual_linear": residual_linear,
     }
     for name, function in stand_ins.items():

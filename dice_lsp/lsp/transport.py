@@ -17,7 +17,10 @@ AUTH_TIMEOUT_S, as one of at most MAX_STRANGERS (MAX_STRANGERS_PER_ADDRESS from 
 A stranger past those caps takes the place of the oldest one (from its address, else of
 all) that has sent nothing yet: an editor sends its initialize at once, so idle or
 reconnecting strangers cannot keep it out, and none of them holds an editor's place
-(MAX_CONNECTIONS counts editors only).
+(MAX_CONNECTIONS counts editors only). Whether a stranger has sent anything is known from
+the moment its bytes reach this machine (_has_sent: the reader has had bytes, or the socket
+has some waiting), not when its task reads them: one accept can take in a hundred
+reconnecting strangers before that task runs, or before the transport first reads.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import signal
 import stat
 import sys
@@ -190,15 +194,50 @@ def _remove_token_file(path: Path, token: str) -> None:
         pass
 
 
+class _MarkingReader(asyncio.StreamReader):
+    """A StreamReader that records that bytes came, as soon as the transport hands them over."""
+
+    received = False
+
+    def feed_data(self, data: bytes) -> None:
+        if data:
+            self.received = True
+        super().feed_data(data)
+
+
+def _has_sent(reader: _MarkingReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether bytes came from this connection: handed to its reader, or waiting in its socket
+    (a peer that closed reads the same; its own task ends it soon after)."""
+    if reader.received:
+        return True
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+async def _start_listener(on_connect: Callable[[Any, asyncio.StreamWriter], Any],
+                          host: str, port: int) -> asyncio.AbstractServer:
+    """asyncio.start_server, with a _MarkingReader for each connection."""
+    loop = asyncio.get_running_loop()
+
+    def factory() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(_MarkingReader(loop=loop), on_connect, loop=loop)
+
+    return await loop.create_server(factory, host, port)
+
+
 def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token: str | None,
               token_path: Path | None = None) -> int:
     """Listen until interrupted. Without a token one is generated; the token is written to
     `token_path` (default: token_file(the port listened on)) for the editor clients."""
     token = token or secrets.token_urlsafe(32)
-    # Connections that have not passed the token, in the order they came, with whether any
-    # byte has come from them: a stranger past the caps takes the place of the oldest one that
-    # has sent nothing (an editor sends its initialize at once), else of the oldest.
-    strangers: dict[asyncio.StreamWriter, tuple[str, bool]] = {}
+    # Connections that have not passed the token, in the order they came, with their address
+    # and reader: a stranger past the caps takes the place of the oldest one that has sent
+    # nothing (an editor sends its initialize at once), else of the oldest.
+    strangers: dict[asyncio.StreamWriter, tuple[str, _MarkingReader]] = {}
     editors = 0
     connections: set[asyncio.StreamWriter] = set()
 
@@ -208,24 +247,21 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
             list(strangers) if len(strangers) >= MAX_STRANGERS else [])
         if not crowd:
             return
-        oldest = next((w for w in crowd if not strangers[w][1]), crowd[0])
+        oldest = next((w for w in crowd if not _has_sent(strangers[w][1], w)), crowd[0])
         log.info("dice-lsp: dropped a connection from %s that sent no token (a newer one came)", strangers[oldest][0])
         strangers.pop(oldest)
         oldest.transport.abort()
 
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_connect(reader: _MarkingReader, writer: asyncio.StreamWriter) -> None:
         nonlocal editors
         peer = writer.get_extra_info("peername")
         address = peer[0] if isinstance(peer, tuple) else str(peer)
         make_room(address)
-        strangers[writer] = (address, False)
+        strangers[writer] = (address, reader)
         connections.add(writer)
 
         async def read_chunk() -> bytes:
-            chunk = await reader.read(CHUNK)
-            if chunk and writer in strangers:
-                strangers[writer] = (address, True)
-            return chunk
+            return await reader.read(CHUNK)
 
         frames = FrameReader(read_chunk, max_body=AUTH_MAX_BODY)
         try:
@@ -261,7 +297,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
     written: list[Path] = []
 
     async def listen() -> None:
-        listener = await asyncio.start_server(on_connect, host, port)
+        listener = await _start_listener(on_connect, host, port)
         bound = listener.sockets[0].getsockname()[1]
         path = token_path or token_file(bound)
         try:

@@ -47,6 +47,7 @@ from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tas
 from profiler import settings
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.protocol import protocol as judging_protocol
+from profiler.sandbox.gpu_turn import GpuTurn, torch_device_key
 
 if TYPE_CHECKING:
     from engine.types import Progress
@@ -259,24 +260,42 @@ def model_candidates(plan: Plan, args: argparse.Namespace,
     if args.max_tokens is not None:
         options["max_tokens"] = args.max_tokens
 
+    gpu = local_gpu(engine)
+
     def make(task: Task) -> list[CandidateRecord]:
         def on_progress(p: Progress) -> None:
             progress.note(f"{task.name}: {p.phase} block {p.block}/{p.blocks}, {p.tokens} tokens")
 
-        return [
-            CandidateRecord(
-                text=c.text,
-                generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
-                            "finish_reason": c.finish_reason, "extraction": c.extraction},
-            )
-            for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress,
-                                   should_cancel=stopping.is_set)
-        ]
+        # Each problem's decoding holds the GPU's turn: nothing of an editor's is timed beside it.
+        turn = GpuTurn(gpu) if gpu is not None else None
+        try:
+            if turn is not None and not turn.try_acquire():
+                progress.note(f"{task.name}: waiting for the GPU (candidates are being timed on it)")
+                turn.acquire(stopping.is_set)
+            return [
+                CandidateRecord(
+                    text=c.text,
+                    generation={"tokens": c.tokens, "steps": c.steps, "seconds": round(c.seconds, 3),
+                                "finish_reason": c.finish_reason, "extraction": c.extraction},
+                )
+                for c in task.generate(engine, plan.settings["candidates"], **options, on_progress=on_progress,
+                                       should_cancel=stopping.is_set)
+            ]
+        finally:
+            if turn is not None:
+                turn.release()
 
     stopping = threading.Event()
     make.in_flight = getattr(engine, "parallel_requests", 1)  # type: ignore[attr-defined]
     make.stop = stopping.set  # type: ignore[attr-defined]
     return make
+
+
+def local_gpu(engine: Any) -> str | None:
+    """The GPU (profiler.sandbox.gpu_turn) a model of this process decodes on, or None."""
+    from engine.decoding.local import LocalEngine
+
+    return torch_device_key(engine.info().device) if isinstance(engine, LocalEngine) else None
 
 
 def load_engine(spec: str) -> Any:

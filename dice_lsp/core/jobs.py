@@ -6,7 +6,9 @@ every one against the document as it stands. It never touches the editor: the ca
 decides what to apply, and refuses to if the document moved on from the snapshot.
 
 The engine runs in its worker process (awaited; cancelling the task cancels the job there);
-the profiler blocks, so it runs in a thread and stops through `should_cancel`.
+the profiler blocks, so it runs in a thread and stops through `should_cancel`. A model that
+decodes on this machine's GPU holds the GPU's turn while it does (profiler.sandbox.gpu_turn),
+as every judging run there does: another job's candidate is never timed beside it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dice_lsp.core.config import Settings
 from dice_lsp.core.targets import Target, fill_target, optimize_target
 from dice_lsp.core.text_offsets import position_at
 from profiler.results import Verdict
+from profiler.sandbox.gpu_turn import POLL_S, GpuTurn, torch_device_key
 from profiler.source.document import kernelbench_infill_parts, kernelbench_problem
 
 if TYPE_CHECKING:
@@ -134,6 +137,28 @@ def _engine_progress(report: ReportProgress) -> Callable[[Progress], None]:
     return on_progress
 
 
+def _engine_gpu(engine: AsyncEngine, device: str) -> str | None:
+    """The GPU (gpu_turn.device_key) a started engine decodes on, if it is this machine's."""
+    return torch_device_key(device) if engine.runs_here else None
+
+
+@contextlib.asynccontextmanager
+async def _decoding_turn(engine: AsyncEngine, report: ReportProgress):
+    """Hold the GPU's turn while `engine` decodes on this machine's GPU."""
+    info = await engine.start()
+    key = _engine_gpu(engine, info.device)
+    turn = GpuTurn(key) if key is not None else None
+    try:
+        if turn is not None and not turn.try_acquire():
+            report("waiting for the GPU: another job is timing candidates on it", 0)
+            while not turn.try_acquire():
+                await asyncio.sleep(POLL_S)
+        yield
+    finally:
+        if turn is not None:
+            turn.release()
+
+
 def _judge_progress(report: ReportProgress) -> Callable[[int, int], None]:
     def on_progress(index: int, total: int) -> None:
         if index == 0:  # the profiler builds them all at once first
@@ -217,16 +242,17 @@ async def fill(
         reference, prefix, suffix = kernelbench_infill_parts(snapshot.text, start, end)
     else:
         reference, prefix, suffix = None, snapshot.text[:start], snapshot.text[end:]
-    report("generating", 0)
-    candidates = await engine.infill(
-        prefix,
-        suffix,
-        reference=reference,
-        n=settings.candidates,
-        max_tokens=settings.max_tokens,
-        on_progress=_engine_progress(report),
-        **settings.sampling(),
-    )
+    async with _decoding_turn(engine, report):
+        report("generating", 0)
+        candidates = await engine.infill(
+            prefix,
+            suffix,
+            reference=reference,
+            n=settings.candidates,
+            max_tokens=settings.max_tokens,
+            on_progress=_engine_progress(report),
+            **settings.sampling(),
+        )
     return await judge(snapshot, target, candidates, settings, report)
 
 
@@ -242,13 +268,14 @@ async def optimize(
     """Rewrites of the kernel at `offset` (or named `kernel`), or a ModelNew, judged."""
     target = optimize_target(snapshot.text, snapshot.path, offset=offset, kernel=kernel)
     code = snapshot.text[target.start : target.end] if target.language == "cuda" else kernelbench_problem(snapshot.text)
-    report("generating", 0)
-    candidates = await engine.optimize(
-        code,
-        language=target.language,
-        n=settings.candidates,
-        max_tokens=settings.optimize_tokens,
-        on_progress=_engine_progress(report),
-        **settings.sampling(),
-    )
+    async with _decoding_turn(engine, report):
+        report("generating", 0)
+        candidates = await engine.optimize(
+            code,
+            language=target.language,
+            n=settings.candidates,
+            max_tokens=settings.optimize_tokens,
+            on_progress=_engine_progress(report),
+            **settings.sampling(),
+        )
     return await judge(snapshot, target, candidates, settings, report)

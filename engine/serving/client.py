@@ -70,6 +70,12 @@ class AsyncEngine(EngineBase):
         self._ids = itertools.count(1)
         self._start_lock = asyncio.Lock()
 
+    @property
+    def runs_here(self) -> bool:
+        """Whether the engine is a worker process of this one (its model on this machine),
+        not a dice:// engine elsewhere."""
+        return not self.spec.startswith("dice://")
+
     # --- connection -------------------------------------------------------------------------
 
     async def start(self) -> EngineInfo:

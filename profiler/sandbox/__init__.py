@@ -42,6 +42,7 @@ from profiler.paths import remove_tree
 from profiler.sandbox.channel import (CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, TURN_NEXT, accept_result,
                                       control_message)
 from profiler.sandbox.environment import sandbox_environment
+from profiler.sandbox.gpu_turn import GpuTurn, device_key
 from profiler.sandbox.isolation import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem  # noqa: F401
 from profiler.sandbox import keeper as _keeper
 from profiler.sandbox.keeper import descendants
@@ -136,11 +137,13 @@ class _PhaseReader(threading.Thread):
     `ready` is set) and waits for it.
 
     A .cu harness asks for its turn on the GPU (TURN_NEXT) once its kernels are built: GO is
-    written when `turn` (hand_over's) is set, at once without one. Meanwhile `waiting_since`
-    says since when it waits (this thread's own clock, not anything the harness says), and
-    `turn_waits` adds up how long it waited. Only a run handed a turn ever waits, and only
-    once: code that writes TURN_NEXT to a phase pipe still open (a KernelBench document's
-    torch.compile run loads the document) gains no time outside its limits."""
+    written when `turn` (hand_over's) is set and then the GPU's turn (`gpu`, gpu_turn) is
+    taken, at once without either. Meanwhile `waiting_since` says since when it waits (this
+    thread's own clock, not anything the harness says), and `turn_waits` adds up how long it
+    waited. Only a run handed a turn ever waits here, and only once: code that writes
+    TURN_NEXT to a phase pipe still open (a KernelBench document's torch.compile run loads the
+    document) gains no time outside its limits, and a run that holds the GPU's turn already
+    finds it taken by itself."""
 
     def __init__(self, fd: int, control: int, warm: bool):
         super().__init__(daemon=True)
@@ -152,12 +155,13 @@ class _PhaseReader(threading.Thread):
         self.turn_waits = 0.0
         self._request: bytes | None = None
         self._turn: threading.Event | None = None
+        self._gpu: GpuTurn | None = None
         self._handed = threading.Event()
         self._abandoned = threading.Event()
         self._turned = False
 
-    def hand_over(self, request: bytes, turn: threading.Event | None = None) -> None:
-        self._request, self._turn = request, turn
+    def hand_over(self, request: bytes, turn: threading.Event | None = None, gpu: GpuTurn | None = None) -> None:
+        self._request, self._turn, self._gpu = request, turn, gpu
         self._handed.set()
 
     def abandon(self) -> None:
@@ -174,6 +178,8 @@ class _PhaseReader(threading.Thread):
             while not self._turn.wait(POLL_S):
                 if self._abandoned.is_set():
                     return
+            if self._gpu is not None and not self._gpu.acquire(self._abandoned.is_set):
+                return
         finally:
             self.turn_waits += time.monotonic() - self.waiting_since
             self.waiting_since = None
@@ -315,6 +321,7 @@ class Started:
     time_limit: float
     spawned: float  # time.monotonic() when it was started
     isolated: bool = False  # in namespaces of its own (the keeper's --isolate)
+    gpu: str | None = None  # the GPU it sees (gpu_turn.device_key), None where it is hidden
 
     def alive(self) -> bool:
         return not _exited(self.keeper.pid)
@@ -411,7 +418,8 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
     result_reader = _ResultReader(result_r)
     phase_reader.start()
     result_reader.start()
-    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated)
+    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated,
+                   device_key(env))
 
 
 def run_sandboxed(request: dict, time_limit: float, *,
@@ -430,7 +438,8 @@ def run_sandboxed(request: dict, time_limit: float, *,
     keep other work off the machine from then on; it decides nothing about the verdict).
     `turn`: a .cu run builds its kernels, then waits until `turn` is set before it uses the
     GPU (the judge sets it when the run before has ended); that wait counts against neither
-    limit."""
+    limit. A run that sees the GPU also holds the GPU's turn (profiler.sandbox.gpu_turn):
+    from its hand-over, or from its `turn` where it has one, to its end."""
     started = None
     if env is None and extensions is None:
         started = POOL.claim(request["kind"], time_limit)
@@ -449,16 +458,19 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     # The harness kills itself past this, should this process die without killing it.
     request = {**request, "hard_deadline_s": time_limit + BUILD_LIMIT_S + 60.0}
     keeper, phase_reader, result_reader = started.keeper, started.phase_reader, started.result_reader
-    claimed = time.monotonic()
-    # The clock of the limits starts with the process, or at its claim for a pre-started one
-    # (what it did before, it did before any request existed).
-    origin = claimed if phase_reader.warm else started.spawned
-    phase_reader.hand_over(control_message(request, nonce), turn)
-    phases = phase_reader.phases
-    timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
-    turn_s = 0.0  # waited for its turn (by the reader's own clock): neither building nor running
-    heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
+    gpu = GpuTurn(started.gpu) if started.gpu is not None else None
     try:
+        if gpu is not None and turn is None and not gpu.acquire(should_cancel or (lambda: False)):
+            raise Cancelled("cancelled")
+        claimed = time.monotonic()
+        # The clock of the limits starts with the process, or at its claim for a pre-started one
+        # (what it did before, it did before any request existed); the wait for the GPU is left out.
+        origin = claimed if phase_reader.warm else started.spawned + (gpu.waited_s if gpu is not None else 0.0)
+        phase_reader.hand_over(control_message(request, nonce), turn, gpu)
+        phases = phase_reader.phases
+        timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
+        turn_s = 0.0  # waited for its turn (by the reader's own clock): neither building nor running
+        heard = 0  # phases passed on to on_phase (one more for CANDIDATE_CODE)
         while not _exited(keeper.pid):
             if should_cancel is not None and should_cancel():
                 raise Cancelled("cancelled")
@@ -486,6 +498,8 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
         _stop(keeper)
         escaped = _sweep(started.marker)
         phase_reader.abandon()
+        if gpu is not None:
+            gpu.release()
     seconds = time.monotonic() - origin
     phase_reader.join(KEEPER_GRACE_S)
     result_reader.join(KEEPER_GRACE_S)
@@ -494,6 +508,8 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     waited = {"started_s_before": claimed - started.spawned, "run_s": seconds}
     if phase_reader.turn_waits:
         waited["turn_wait_s"] = phase_reader.turn_waits
+    if gpu is not None and gpu.waited_s >= 0.01:
+        waited["gpu_wait_s"] = round(gpu.waited_s, 3)
     isolation_ = "namespaces" if started.isolated else "none"
     if timed_out:
         return SandboxOutcome("timeout", None, None, stderr, seconds, phase, escaped=escaped, process=waited,

@@ -77,14 +77,23 @@ def test_gemm_with_weights_copied_right_and_wrong(kernelbench_dir):
 
 def test_cheat_on_another_stream_escapes_no_timer():
     (v,) = judge(cases.RELU_PROBLEM, [cases.RELU_PROBLEM + cases.SIDE_STREAM_NEW])
-    assert v.correct is True  # outputs are read after a device synchronize
-    assert "escaped_timer" in v.extra["flags"] and not v.proven
-    assert v.status == "suspicious" and "another stream or thread" in v.message, v.message
+    assert not v.proven, v.message
+    if v.status == "wrong":
+        # Its output is written on its own stream, which the caller's stream never waits for:
+        # a timed run's output, copied on the caller's stream at once, can be read before it is
+        # written (seen on an H100 with other judgings sharing the GPU).
+        assert "timed on" in v.message, v.message
+    else:
+        # Read after a device synchronize its outputs are right; the work it hid is charged.
+        assert v.correct is True and "escaped_timer" in v.extra["flags"]
+        assert v.status == "suspicious" and "another stream or thread" in v.message, v.message
 
 
 def test_cheat_returning_the_first_result():
     (v,) = judge(cases.RELU_PROBLEM, [cases.RELU_PROBLEM + cases.CACHING_NEW])
-    assert v.status == "wrong" and "input set 2" in v.message
+    # Caught on the first input set already: what it returned the first time is poisoned before
+    # its second run, which returns that memory again.
+    assert v.status == "wrong" and "input set 1" in v.message, v.message
 
 
 def test_honest_candidate_is_not_flagged_and_profile_adds_torch_compile():
@@ -97,6 +106,19 @@ def test_honest_candidate_is_not_flagged_and_profile_adds_torch_compile():
     assert "compile_ms" in profiled.extra or "torch_compile" in profiled.extra
     if "compile_ms" in profiled.extra:
         assert profiled.extra["speedup_vs_compile"] > 0 and "torch.compile" in profiled.message
+
+
+def test_judgings_side_by_side_take_turns_on_the_gpu():
+    """The language server runs jobs side by side. Three judgings of one honest candidate at
+    once time one run at a time, so each verdict is what it is alone: proven, unflagged."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        verdicts = [v for vs in pool.map(lambda _: judge(cases.RELU_PROBLEM, [cases.RELU_PROBLEM + cases.HONEST_NEW]),
+                                         range(3)) for v in vs]
+    for v in verdicts:
+        assert v.correct is True and not v.extra.get("flags"), v.message
+        assert v.status in ("faster", "not_faster") and v.proven, v.message
 
 
 def test_build_error_points_into_the_cuda_string(kernelbench_dir):

@@ -1,0 +1,148 @@
+"""One run at a time on each GPU, across all of this user's dice processes.
+
+Two runs that use one GPU at once slow each other down, unevenly and differently from one
+timed pair to the next. An honest candidate then comes out flagged (work outside its timer,
+CUDA events that disagree with the wall clock) or unstable, and stops counting as proof. On
+an H100 with eight judgings sharing the GPU, honest candidates that are `faster` alone came
+out like that. The language server runs jobs side by side (one job's candidates decoded or
+judged while another job's are), and several editors, `dice profile` and `dice bench` may
+share one machine.
+
+So a sandboxed run that can see a GPU holds that GPU's turn while it runs, and the language
+server holds it while its own engine decodes there. A turn is an flock on a file named after
+the device (the first of CUDA_VISIBLE_DEVICES as the run sees it) in this user's folder:
+$XDG_RUNTIME_DIR/dice-lsp/gpu, else the profiler's cache. flock belongs to an open file, so
+two runs of one process exclude each other as two processes do, and the kernel lets go of
+the lock of a process that dies. The file is opened close-on-exec, so a process started
+meanwhile does not hold the turn after its owner lets go.
+
+The wait is not the run's: it counts against neither of its limits (profiler.sandbox's
+run_started and _PhaseReader).
+
+Only dice's own work takes turns. Other programs on the GPU (a training job, another user's
+judge) still slow a run down. The verdict's checks then make it flagged or unstable, never
+`faster` on those grounds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from profiler.paths import cache_root
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.02  # how often a waiting turn tries the lock again
+_warned: set[Path] = set()
+
+
+def device_key(env: dict[str, str] | None = None, index: int = 0) -> str | None:
+    """The GPU a process started with `env` added to this one's environment uses as its
+    device `index`, by its name in CUDA_VISIBLE_DEVICES (an index, a GPU-/MIG- UUID); "0"
+    where that variable is not set. None when the GPU is hidden from it ("" or a negative
+    entry before it, as CUDA reads the variable)."""
+    value = (env or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if value is None:
+        return str(index)
+    entries = [entry.strip() for entry in value.split(",")]
+    for entry in entries[: index + 1]:
+        if not entry or entry.startswith("-"):
+            return None
+    if index >= len(entries):
+        return None
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", entries[index])[:120]
+
+
+def torch_device_key(device: str) -> str | None:
+    """The GPU (as device_key names it) of a torch device of this process ("cuda", "cuda:1"),
+    None for any other device ("cpu", an SGLang server's address)."""
+    kind, _, index = device.partition(":")
+    if kind != "cuda":
+        return None
+    return device_key(None, int(index) if index.isdigit() else 0)
+
+
+def folder() -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return (Path(runtime) / "dice-lsp" if runtime else cache_root()) / "gpu"
+
+
+class GpuTurn:
+    """One holder's turn on the GPU `key`: taken once, let go once (after release() it is
+    never taken again, so a thread still waiting cannot take it for a run that ended)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.waited_s = 0.0
+        self._fd: int | None = None
+        self._open_failed = False
+        self._released = False
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the turn if it is free (or held already); False if another holds it or this
+        turn was released. Where the lock file cannot be made, every turn is free: nothing
+        is excluded, which is what there was before, and a line in the log says why."""
+        with self._lock:
+            if self._released:
+                return False
+            if self._fd is not None or self._open_failed:
+                return True
+        fd = self._open()
+        if fd is None:
+            with self._lock:
+                self._open_failed = True
+            return not self._released
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        with self._lock:
+            if self._released or self._fd is not None:
+                os.close(fd)
+                return not self._released
+            self._fd = fd
+        return True
+
+    def acquire(self, stop: Callable[[], bool]) -> bool:
+        """Wait for the turn; False if stop() turned true first or the turn was released."""
+        started = time.monotonic()
+        try:
+            while not self.try_acquire():
+                if self._released or stop():
+                    return False
+                time.sleep(POLL_S)
+            return True
+        finally:
+            self.waited_s += time.monotonic() - started
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = True
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor of the open file drops its flock
+
+    def _open(self) -> int | None:
+        path = folder() / f"{self.key}.lock"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if path not in _warned:
+                _warned.add(path)
+                log.warning("dice: no GPU turns (runs may share the GPU): cannot open %s: %s", path,
+                            exc.strerror or exc)
+            return None

@@ -301,6 +301,24 @@ def cache_bucket(length: int, limit: int) -> int:
     return max(length, min(whole, max(MIN_CACHE, 1 << (length - 1).bit_length())))
 
 
+def cache_bytes(config, path: str, n: int, length: int, dtype_bytes: int) -> int:
+    """The bytes of the KV cache make_forward(path, n, length) allocates: n rows of `length`
+    positions, or on a graph path a batch bucket of cache buckets (up to twice either). A
+    graph path keeps its cache for later requests of the same batch bucket."""
+    rows, positions = (batch_bucket(n), cache_bucket(length, config.max_position_embeddings)) \
+        if path in FAST_PATHS else (n, length)
+    if path == "recompute":
+        return 0
+    per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * dtype_bytes
+    return rows * positions * per_position
+
+
+def release_graph_paths(model: SDARForCausalLM) -> None:
+    """Drop `model`'s captured paths and their caches (the next request captures again): a
+    run that moves on to a larger batch would otherwise hold every smaller batch's cache too."""
+    _graph_paths.pop(model, None)
+
+
 def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, compiled: bool,
                attention: str = "sdpa", projections: str = "linear", fusion: Fusion = Fusion()) -> GraphForward:
     paths = _graph_paths.setdefault(model, {})

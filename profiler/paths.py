@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -52,3 +53,29 @@ def remove_tree(folder: Path) -> None:
                        check=False)
     if os.path.lexists(folder):
         logging.getLogger(__name__).warning("could not remove the folder %s", folder)
+
+
+def lock_file(path: Path, wait: bool) -> int | None:
+    """A descriptor of `path` holding its flock (None: another holds it and wait is False).
+    A lock file removed meanwhile (with its folder, under the lock) is not the file now there,
+    so it is opened again. Close the descriptor to let go."""
+    while True:
+        # Write-only, mode 0200: a sandboxed candidate (same uid, every mount but its own
+        # folders read-only to it) can open it neither to write (EROFS) nor to read (EACCES),
+        # so it cannot hold a lock of the judge's.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o200)
+        try:
+            os.fchmod(fd, 0o200)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            now, held = os.stat(path), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)

@@ -253,6 +253,8 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
 
 def model_candidates(plan: Plan, args: argparse.Namespace,
                      progress: ProblemProgress) -> Callable[[Task], list[CandidateRecord]]:
+    from engine.types import Cancelled
+
     engine = load_engine(args.model)
     options: dict[str, Any] = {"preset": plan.settings["preset"]}
     if plan.settings["temperature"] is not None:
@@ -271,7 +273,8 @@ def model_candidates(plan: Plan, args: argparse.Namespace,
         try:
             if turn is not None and not turn.try_acquire():
                 progress.note(f"{task.name}: waiting for the GPU (candidates are being timed on it)")
-                turn.acquire(stopping.is_set)
+                if not turn.acquire(stopping.is_set):
+                    raise Cancelled("stopped while waiting for the GPU")
             return [
                 CandidateRecord(
                     text=c.text,

@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
 MAX_CONNECTIONS = 16  # editors that passed the token
-MAX_STRANGERS = 64
-MAX_STRANGERS_PER_ADDRESS = 16  # on loopback every client has one address: this is the cap there
+MAX_STRANGERS = 128
+MAX_STRANGERS_PER_ADDRESS = 64  # on loopback every client has one address: this is the cap there
 AUTH_TIMEOUT_S = 5.0
 SHUTDOWN_GRACE_S = 10.0
 AUTH_MAX_BODY = 1024 * 1024
@@ -206,16 +206,22 @@ class _MarkingReader(asyncio.StreamReader):
 
 
 def _has_sent(reader: _MarkingReader, writer: asyncio.StreamWriter) -> bool:
-    """Whether bytes came from this connection: handed to its reader, or waiting in its socket
-    (a peer that closed reads the same; its own task ends it soon after)."""
+    """Whether bytes came from this connection and it is still open: handed to its reader, or
+    waiting in its socket. A connection that is closing, or whose peer hung up, has sent
+    nothing worth its place: it goes first."""
+    if writer.transport.is_closing():
+        return False
     if reader.received:
         return True
     sock = writer.get_extra_info("socket")
-    if sock is None:
+    fd = sock.fileno() if sock is not None else -1
+    if fd < 0:
         return False
     poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
+    poller.register(fd, select.POLLIN | select.POLLRDHUP)
+    events = poller.poll(0)
+    gone = select.POLLHUP | select.POLLERR | select.POLLRDHUP | select.POLLNVAL
+    return bool(events) and not events[0][1] & gone
 
 
 async def _start_listener(on_connect: Callable[[Any, asyncio.StreamWriter], Any],

@@ -462,10 +462,11 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     try:
         if gpu is not None and turn is None and not gpu.acquire(should_cancel or (lambda: False)):
             raise Cancelled("cancelled")
+        waited_for_gpu = gpu.waited_s if gpu is not None else 0.0  # before the hand-over
         claimed = time.monotonic()
         # The clock of the limits starts with the process, or at its claim for a pre-started one
         # (what it did before, it did before any request existed); the wait for the GPU is left out.
-        origin = claimed if phase_reader.warm else started.spawned + (gpu.waited_s if gpu is not None else 0.0)
+        origin = claimed if phase_reader.warm else started.spawned + waited_for_gpu
         phase_reader.hand_over(control_message(request, nonce), turn, gpu)
         phases = phase_reader.phases
         timed_out, build_s, last, last_scan, compiling = False, 0.0, origin, 0.0, False
@@ -494,18 +495,20 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
                 break
             _exited(keeper.pid, POLL_S)  # returns as the process ends, not at the next tick (a tick is 2-5% of a warm .cu verdict)
     finally:
-        # Whatever happened, nothing the candidate started outlives this call.
-        _stop(keeper)
-        escaped = _sweep(started.marker)
-        phase_reader.abandon()
-        if gpu is not None:
-            gpu.release()
+        try:
+            # Whatever happened, nothing the candidate started outlives this call.
+            _stop(keeper)
+            escaped = _sweep(started.marker)
+            phase_reader.abandon()
+        finally:
+            if gpu is not None:
+                gpu.release()
     seconds = time.monotonic() - origin
     phase_reader.join(KEEPER_GRACE_S)
     result_reader.join(KEEPER_GRACE_S)
     stderr = (started.folder / "stderr.log").read_bytes().decode(errors="replace")[-STDERR_TAIL_CHARS:]
     phase = phases[-1] if phases else ""
-    waited = {"started_s_before": claimed - started.spawned, "run_s": seconds}
+    waited = {"started_s_before": claimed - started.spawned - waited_for_gpu, "run_s": seconds}
     if phase_reader.turn_waits:
         waited["turn_wait_s"] = phase_reader.turn_waits
     if gpu is not None and gpu.waited_s >= 0.01:

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Iterator
 
 from profiler import settings
-from profiler.paths import cache_root, remove_tree
+from profiler.paths import cache_root, lock_file, remove_tree
 from profiler.sandbox.isolation import IsolationUnavailable, isolation
 
 # Build folders one store keeps (a load_inline build holds about 8 MB: two objects, the
@@ -145,32 +145,6 @@ def _is_key(name: str) -> bool:
     return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
 
 
-def _flock(path: Path, wait: bool) -> int | None:
-    """A descriptor of `path` holding its flock (None: another holds it and wait is False).
-    Lock files are removed with their folder (under the lock): one locked meanwhile by its
-    old name is not the file now there, so it is opened again."""
-    while True:
-        # Write-only, mode 0200: a candidate (same uid, the store's mount read-only to it) can
-        # open it neither to write (EROFS) nor to read (EACCES), so it cannot hold another
-        # document's lock.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o200)
-        try:
-            os.fchmod(fd, 0o200)
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            now, held = os.stat(path), os.fstat(fd)
-            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
-                return fd
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except FileNotFoundError:
-            pass
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-
-
 class VerifiedBuilds:
     """Build folders of several candidates, each used by one run at a time: in a temporary
     folder with digests in memory, or (`root`) kept on disk with digests beside them."""
@@ -217,7 +191,7 @@ class VerifiedBuilds:
             held = None
             if self.persistent:
                 self._prepare()
-                held = _flock(self.root / LOCKS / key, wait)
+                held = lock_file(self.root / LOCKS / key, wait)
                 if held is None:
                     yield None
                     return
@@ -311,7 +285,7 @@ class VerifiedBuilds:
 
         keys = {name for sub in (self.root, digests, self.root / LOCKS) for name in os.listdir(sub) if _is_key(name)}
         for key in sorted(keys, key=checked_in, reverse=True)[self.max_folders:]:
-            held = _flock(self.root / LOCKS / key, wait=False)
+            held = lock_file(self.root / LOCKS / key, wait=False)
             if held is None:
                 continue  # another run's (this process's or another's)
             try:

@@ -8,39 +8,43 @@ out like that. The language server runs jobs side by side (one job's candidates 
 judged while another job's are), and several editors, `dice profile` and `dice bench` may
 share one machine.
 
-So a sandboxed run that can see a GPU holds that GPU's turn while it runs, and the language
-server holds it while its own engine decodes there. A turn is an flock on a file named after
-the device (the first of CUDA_VISIBLE_DEVICES as the run sees it) in this user's folder:
-$XDG_RUNTIME_DIR/dice-lsp/gpu, else the profiler's cache. flock belongs to an open file, so
-two runs of one process exclude each other as two processes do, and the kernel lets go of
+So a sandboxed run that can see a GPU holds that GPU's turn while it runs, and a job holds it
+while a model of this machine decodes there. A turn is an flock on a file named after the
+device (the first of CUDA_VISIBLE_DEVICES as the run sees it) in one folder for all of the
+user's processes, whatever their environment: /tmp/dice-lsp-gpu-<uid> (made 0700 and checked
+to be the user's; a local file system, where flock is flock). flock belongs to an open file,
+so two runs of one process exclude each other as two processes do, and the kernel lets go of
 the lock of a process that dies. The file is opened close-on-exec, so a process started
-meanwhile does not hold the turn after its owner lets go.
+meanwhile does not hold the turn after its owner lets go, and write-only with mode 0200 by
+profiler.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
+own folders) cannot open it to hold a turn of the judge's.
 
 The wait is not the run's: it counts against neither of its limits (profiler.sandbox's
 run_started and _PhaseReader).
 
-Only dice's own work takes turns. Other programs on the GPU (a training job, another user's
-judge) still slow a run down. The verdict's checks then make it flagged or unstable, never
-`faster` on those grounds.
+Only dice's own work takes turns, and only while it runs or decodes: a harness making its
+CUDA context, a model loading, a .cu run allocating its buffers before its turn, and other
+programs on the GPU (a training job, another user's judge) do not wait. What they do to a
+timed run's numbers makes it flagged or unstable, never `faster` on that account.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from profiler.paths import cache_root
+from profiler.paths import lock_file
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.02  # how often a waiting turn tries the lock again
-_warned: set[Path] = set()
+_warned: set[str] = set()
 
 
 def device_key(env: dict[str, str] | None = None, index: int = 0) -> str | None:
@@ -69,9 +73,20 @@ def torch_device_key(device: str) -> str | None:
     return device_key(None, int(index) if index.isdigit() else 0)
 
 
+FOLDER = Path("/tmp")  # where the turns' folder is made (a test gives its own)
+
+
 def folder() -> Path:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    return (Path(runtime) / "dice-lsp" if runtime else cache_root()) / "gpu"
+    """This user's folder of turns, made 0700 if need be; OSError where it cannot be made or
+    is not a folder of this user's alone."""
+    path = FOLDER / f"dice-lsp-gpu-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    found = os.stat(path, follow_symlinks=False)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        raise OSError(f"{path} is not a folder of this user's")
+    if found.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
 
 
 class GpuTurn:
@@ -92,22 +107,22 @@ class GpuTurn:
 
     def try_acquire(self) -> bool:
         """Take the turn if it is free (or held already); False if another holds it or this
-        turn was released. Where the lock file cannot be made, every turn is free: nothing
-        is excluded, which is what there was before, and a line in the log says why."""
+        turn was released. Where the lock cannot be made or taken (no such folder of the
+        user's, a file system without flock), every turn is free: nothing is excluded, and a
+        line in the log says why, once."""
         with self._lock:
             if self._released:
                 return False
             if self._fd is not None or self._open_failed:
                 return True
-        fd = self._open()
-        if fd is None:
+        try:
+            fd = lock_file(folder() / f"{self.key}.lock", wait=False)
+        except OSError as exc:
+            _warn_once(exc)
             with self._lock:
                 self._open_failed = True
             return not self._released
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        if fd is None:
             return False
         with self._lock:
             if self._released or self._fd is not None:
@@ -135,14 +150,10 @@ class GpuTurn:
         if fd is not None:
             os.close(fd)  # closing the only descriptor of the open file drops its flock
 
-    def _open(self) -> int | None:
-        path = folder() / f"{self.key}.lock"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            if path not in _warned:
-                _warned.add(path)
-                log.warning("dice: no GPU turns (runs may share the GPU): cannot open %s: %s", path,
-                            exc.strerror or exc)
-            return None
+
+
+def _warn_once(exc: OSError) -> None:
+    why = str(exc)
+    if why not in _warned:
+        _warned.add(why)
+        log.warning("dice: no GPU turns (runs may share the GPU): %s", why)

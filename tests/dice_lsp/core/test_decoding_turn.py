@@ -23,3 +23,40 @@ def test_the_gpu_a_job_waits_for(monkeypatch, spec, device, visible, key):
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert _engine_gpu(AsyncEngine(spec), device) == key
+
+
+@pytest.mark.gpu
+@pytest.mark.asyncio
+async def test_decoding_waits_for_the_gpu_and_holds_it_while_it_decodes(monkeypatch, tmp_path):
+    """The built-in model on the GPU: while a timed run holds the GPU a job's decoding waits
+    (and says so), then holds the GPU until its candidates are back."""
+    import asyncio
+
+    from dice_lsp.core.jobs import _decoding_turn
+    from profiler.sandbox import gpu_turn
+    from profiler.sandbox.gpu_turn import GpuTurn, device_key
+
+    monkeypatch.setattr(gpu_turn, "FOLDER", tmp_path)
+    engine = AsyncEngine("builtin", device="cuda")
+    try:
+        await engine.start()
+        timed_run = GpuTurn(device_key())
+        assert timed_run.try_acquire()
+        said: list[str] = []
+
+        async def decode():
+            async with _decoding_turn(engine, lambda message, percent: said.append(message)):
+                assert not GpuTurn(device_key()).try_acquire()  # held while it decodes
+                return await engine.infill("__global__ void scale(float* x, float a, int n) {\n",
+                                           "\n}\n", n=1, max_tokens=8)
+
+        job = asyncio.ensure_future(decode())
+        await asyncio.sleep(1.0)
+        assert not job.done() and any("waiting for the GPU" in message for message in said)
+        timed_run.release()
+        assert await asyncio.wait_for(job, 300)
+        after = GpuTurn(device_key())
+        assert after.try_acquire()  # let go once the candidates are back
+        after.release()
+    finally:
+        await engine.close()

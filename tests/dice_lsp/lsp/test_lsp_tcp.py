@@ -98,7 +98,8 @@ async def test_a_loopback_listener_needs_a_token_too_and_writes_it_for_the_user_
 
 
 async def test_idle_strangers_cannot_lock_an_editor_out(child_env, tmp_path: Path):
-    """16 idle connections locked a real editor out; reconnecting ones, for seconds."""
+    """16 idle connections locked a real editor out; reconnecting ones, for seconds. 40 idle
+    and 80 reconnecting strangers, more than the listener keeps from one address."""
     server, port = await start_tcp_server(child_env)
     try:
         idle = [await connect(port) for _ in range(40)]
@@ -115,7 +116,7 @@ async def test_idle_strangers_cannot_lock_an_editor_out(child_env, tmp_path: Pat
                 while client.closed is None:
                     await asyncio.sleep(0.01)
 
-        flood = [asyncio.ensure_future(hold_a_connection_forever()) for _ in range(40)]
+        flood = [asyncio.ensure_future(hold_a_connection_forever()) for _ in range(80)]
         try:
             await asyncio.sleep(0.5)
             for _ in range(3):
@@ -195,3 +196,62 @@ async def test_sigterm_ends_a_listener_with_editors_and_strangers_connected(chil
     assert not server.token_file.exists()
     for client in [editor, *strangers]:
         client.writer.close()
+
+
+async def test_a_stranger_has_sent_from_the_moment_its_bytes_arrive_and_a_closed_one_has_not():
+    """What the listener's eviction goes by (transport._has_sent), on real connections whose
+    tasks never read: silent; bytes waiting in the socket (the transport not reading yet);
+    bytes handed to the reader; a peer that hung up; a closed connection."""
+    from dice_lsp.lsp.transport import _has_sent, _start_listener
+
+    accepted: asyncio.Queue = asyncio.Queue()
+    done = asyncio.Event()
+
+    async def on_connect(reader, writer) -> None:
+        writer.transport.pause_reading()  # bytes stay in the socket, as before a first read
+        await accepted.put((reader, writer))
+        await done.wait()
+        writer.close()
+
+    async def eventually(check) -> bool:
+        for _ in range(100):
+            if check():
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    listener = await _start_listener(on_connect, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        _, client = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await accepted.get()
+        await asyncio.sleep(0.05)
+        assert not _has_sent(reader, writer)
+        client.write(b"Content-Length: 2\r\n\r\n{}")
+        await client.drain()
+        assert await eventually(lambda: _has_sent(reader, writer))  # in the socket, unread
+        assert not reader.received
+        writer.transport.resume_reading()
+        assert await eventually(lambda: reader.received) and _has_sent(reader, writer)  # handed over
+
+        _, gone = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await accepted.get()
+        gone.close()
+        assert await eventually(lambda: not _has_sent(reader, writer) and bool(select_ready(writer)))
+        writer.transport.abort()
+        await asyncio.sleep(0.05)
+        assert not _has_sent(reader, writer)  # closed: no poll of a dead descriptor
+        client.close()
+    finally:
+        done.set()
+        listener.close()
+        await listener.wait_closed()
+
+
+def select_ready(writer) -> list:
+    """The hung-up socket polls readable (EOF): what _has_sent must not take for bytes."""
+    import select
+
+    poller = select.poll()
+    poller.register(writer.get_extra_info("socket").fileno(), select.POLLIN)
+    return poller.poll(0)

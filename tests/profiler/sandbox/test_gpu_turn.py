@@ -30,8 +30,9 @@ _spec.loader.exec_module(cases)
 
 @pytest.fixture(autouse=True)
 def own_lock_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "runtime"))
-    return tmp_path / "runtime" / "dice-lsp" / "gpu"
+    """Turns of this test's own (the user's real ones are in /tmp/dice-lsp-gpu-<uid>)."""
+    monkeypatch.setattr(gpu_turn, "FOLDER", tmp_path)
+    return tmp_path / f"dice-lsp-gpu-{os.getuid()}"
 
 
 @pytest.mark.parametrize(("visible", "env", "index", "key"), [
@@ -73,8 +74,9 @@ def test_one_turn_at_a_time_on_a_gpu_and_none_between_gpus(own_lock_folder):
     assert not first.try_acquire()  # a released turn is never taken again
     second.release()
     other.release()
-    assert (own_lock_folder / "0.lock").exists()
     assert own_lock_folder.stat().st_mode & 0o777 == 0o700
+    lock = own_lock_folder / "0.lock"
+    assert lock.stat().st_mode & 0o777 == 0o200  # write-only: a sandboxed candidate cannot open it
 
 
 def test_a_waiting_turn_is_taken_when_the_holder_lets_go_and_gives_up_when_stopped():
@@ -93,10 +95,11 @@ def test_a_waiting_turn_is_taken_when_the_holder_lets_go_and_gives_up_when_stopp
     assert GpuTurn("0").try_acquire()
 
 
-def test_another_process_holds_the_turn_until_it_dies(own_lock_folder):
+def test_another_process_holds_the_turn_until_it_dies(tmp_path):
     """flock across processes, let go by the kernel when the holder is killed."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from profiler.sandbox.gpu_turn import GpuTurn; t = GpuTurn('0'); "
+        [sys.executable, "-c", "import sys, pathlib; from profiler.sandbox import gpu_turn; "
+         f"gpu_turn.FOLDER = pathlib.Path({str(tmp_path)!r}); t = gpu_turn.GpuTurn('0'); "
          "assert t.try_acquire(); print('held', flush=True); sys.stdin.read()"],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -114,14 +117,12 @@ def test_another_process_holds_the_turn_until_it_dies(own_lock_folder):
         holder.wait()
 
 
-def test_without_a_lock_folder_turns_are_free_and_say_so_once(tmp_path, monkeypatch, caplog):
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(blocker))
+def test_without_a_lock_folder_turns_are_free_and_say_so_once(own_lock_folder, caplog):
+    own_lock_folder.write_text("")  # a file where the folder should be
     with caplog.at_level(logging.WARNING, logger=gpu_turn.__name__):
         turns = [GpuTurn("0"), GpuTurn("0")]
         assert all(t.try_acquire() for t in turns)  # nothing is excluded, nothing breaks
-    assert sum("no GPU turns" in r.getMessage() for r in caplog.records) == 1
+    assert sum("no GPU turns" in r.getMessage() and str(own_lock_folder) in r.getMessage() for r in caplog.records) == 1
     for t in turns:
         t.release()
 

@@ -42,14 +42,20 @@ def test_the_same_text_as_pygls_after_every_change(encoding):
 
 def test_a_keystroke_in_a_file_of_165000_lines_costs_less_than_in_pygls():
     lines = 165_000  # the 5 MB load-test file's size
-    seconds = {}
-    for kind, codec in ((TextDocument, PositionCodec()), (FastTextDocument, FastPositionCodec())):
-        document = kind("file:///big.cu", source="int a = 1; // line\n" * lines, version=1, position_codec=codec)
-        started = time.perf_counter()
-        for _ in range(5):
-            document.apply_change(change((lines // 2, 3), (lines // 2, 3), "z"))
-        seconds[kind] = time.perf_counter() - started
-        assert document.lines[lines // 2] == "intzzzzz a = 1; // line\n"
-    # Measured side by side, so that a busy machine slows both: about 1.8x here (what is left
-    # is splitting the text into lines, which both do for the position codec).
+    kinds = ((TextDocument, PositionCodec()), (FastTextDocument, FastPositionCodec()))
+    documents = {kind: kind("file:///big.cu", source="int a = 1; // line\n" * lines, version=1, position_codec=codec)
+                 for kind, codec in kinds}
+    # Rounds that take turns, each kind's best round kept: a busy machine slows a round of
+    # either, not the best of five of one.
+    seconds = {kind: float("inf") for kind in documents}
+    for _ in range(5):
+        for kind, document in documents.items():
+            started = time.perf_counter()
+            for _ in range(5):
+                document.apply_change(change((lines // 2, 3), (lines // 2, 3), "z"))
+            seconds[kind] = min(seconds[kind], time.perf_counter() - started)
+    for document in documents.values():
+        assert document.lines[lines // 2] == "int" + "z" * 25 + " a = 1; // line\n"
+    # About 1.8x here (what is left is splitting the text into lines, which both do for the
+    # position codec).
     assert seconds[FastTextDocument] < seconds[TextDocument] * 0.8, seconds

@@ -91,12 +91,19 @@ def folder() -> Path:
 
 class GpuTurn:
     """One holder's turn on the GPU `key`: taken once, let go once (after release() it is
-    never taken again, so a thread still waiting cannot take it for a run that ended)."""
+    never taken again, so a thread still waiting cannot take it for a run that ended).
+
+    Turns are taken in order of waiting, one deep: a waiter first takes `<key>.next` (the
+    place next in line), then the turn itself, and lets the place go once it has the turn. A
+    holder that wants the GPU again at once (`dice bench` timing one candidate after another)
+    must take that place too, so it waits behind whoever was waiting when it let go: a
+    waiting editor job is not starved by back-to-back runs."""
 
     def __init__(self, key: str):
         self.key = key
         self.waited_s = 0.0
         self._fd: int | None = None
+        self._next: int | None = None  # the place next in line, held while waiting
         self._open_failed = False
         self._released = False
         self._lock = threading.Lock()
@@ -106,50 +113,79 @@ class GpuTurn:
         return self._fd is not None
 
     def try_acquire(self) -> bool:
-        """Take the turn if it is free (or held already); False if another holds it or this
-        turn was released. Where the lock cannot be made or taken (no such folder of the
-        user's, a file system without flock), every turn is free: nothing is excluded, and a
-        line in the log says why, once."""
+        """Take the turn if it is free (or held already); False if another holds it, or holds
+        the place next in line, or this turn was released. Where the locks cannot be made or
+        taken (no such folder of the user's, a file system without flock), every turn is
+        free: nothing is excluded, and a line in the log says why, once."""
         with self._lock:
             if self._released:
                 return False
             if self._fd is not None or self._open_failed:
                 return True
+            in_line = self._next is not None
         try:
+            if not in_line:
+                place = lock_file(folder() / f"{self.key}.next", wait=False)
+                if place is None or not self._keep(place):
+                    return False
             fd = lock_file(folder() / f"{self.key}.lock", wait=False)
         except OSError as exc:
             _warn_once(exc)
             with self._lock:
                 self._open_failed = True
+                place, self._next = self._next, None
+            _close(place)
             return not self._released
         if fd is None:
             return False
         with self._lock:
-            if self._released or self._fd is not None:
-                os.close(fd)
-                return not self._released
+            if self._released:
+                _close(fd)
+                return False
             self._fd = fd
+            place, self._next = self._next, None
+        _close(place)  # the next waiter may queue now
         return True
 
+    def _keep(self, place: int) -> bool:
+        with self._lock:
+            if self._released:
+                _close(place)
+                return False
+            self._next = place
+            return True
+
     def acquire(self, stop: Callable[[], bool]) -> bool:
-        """Wait for the turn; False if stop() turned true first or the turn was released."""
+        """Wait for the turn; False if stop() turned true first or the turn was released (its
+        place in line is let go then)."""
         started = time.monotonic()
         try:
             while not self.try_acquire():
                 if self._released or stop():
+                    self._leave_line()
                     return False
                 time.sleep(POLL_S)
             return True
         finally:
             self.waited_s += time.monotonic() - started
 
+    def _leave_line(self) -> None:
+        with self._lock:
+            place, self._next = self._next, None
+        _close(place)
+
     def release(self) -> None:
         with self._lock:
             self._released = True
             fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the only descriptor of the open file drops its flock
+            place, self._next = self._next, None
+        _close(fd)  # closing the only descriptor of the open file drops its flock
+        _close(place)
 
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def _warn_once(exc: OSError) -> None:

@@ -79,6 +79,33 @@ def test_one_turn_at_a_time_on_a_gpu_and_none_between_gpus(own_lock_folder):
     assert lock.stat().st_mode & 0o777 == 0o200  # write-only: a sandboxed candidate cannot open it
 
 
+def test_a_holder_that_wants_the_gpu_again_at_once_waits_behind_the_one_waiting():
+    """Back-to-back runs (dice bench) cannot starve a waiting job: the waiter holds the place
+    next in line, which the holder's next run must take too."""
+    holder, waiter = GpuTurn("0"), GpuTurn("0")
+    assert holder.try_acquire()
+    assert not waiter.try_acquire()  # waits, next in line
+    holder.release()
+    again = GpuTurn("0")  # the holder's next run, at once
+    assert not again.try_acquire()
+    assert waiter.try_acquire()
+    assert not again.try_acquire()  # now next in line itself
+    waiter.release()
+    assert again.try_acquire()
+    again.release()
+
+
+def test_a_waiter_that_gives_up_leaves_its_place_in_line():
+    holder, quitter, patient = GpuTurn("0"), GpuTurn("0"), GpuTurn("0")
+    assert holder.try_acquire()
+    assert not quitter.acquire(lambda: True)
+    assert not patient.try_acquire()  # the place in line was free: it is patient's now
+    holder.release()
+    assert patient.try_acquire()
+    patient.release()
+    quitter.release()
+
+
 def test_a_waiting_turn_is_taken_when_the_holder_lets_go_and_gives_up_when_stopped():
     holder, waiter = GpuTurn("0"), GpuTurn("0")
     assert holder.try_acquire()

@@ -110,6 +110,33 @@ raise RuntimeError("writes: " + " ".join(said))
 
 
 @needs_namespaces
+def test_a_candidate_cannot_open_the_gpu_turns_lock_to_hold_it(tmp_path, monkeypatch):
+    """A candidate that held a GPU turn's lock could stall every other judging on the GPU. The
+    lock files are write-only (0200) on a file system read-only to it: opened to read, EACCES
+    (13); to write, EROFS (30)."""
+    from profiler.sandbox import gpu_turn
+
+    monkeypatch.setattr(gpu_turn, "FOLDER", tmp_path)
+    turn = gpu_turn.GpuTurn("0")
+    assert turn.try_acquire()  # the lock file exists, as it does once any run has taken a turn
+    turn.release()
+    lock = gpu_turn.folder() / "0.lock"
+    verdict = _judge(f"""
+import fcntl, os
+said = []
+for flags in (os.O_RDONLY, os.O_WRONLY):
+    try:
+        fd = os.open({str(lock)!r}, flags)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        said.append("held")
+    except OSError as exc:
+        said.append("OSError" + str(exc.errno))
+raise RuntimeError("lock: " + " ".join(said))
+""")
+    assert "lock: OSError13 OSError30" in verdict.message, verdict.message
+
+
+@needs_namespaces
 def test_a_candidate_reaches_no_socket_loopback_included(tmp_path):
     """Not TCP on 127.0.0.1, not an abstract UNIX socket, and not one bound to a path (an
     editor's IPC, tmux, the session bus: what answers whoever can open the path, whatever

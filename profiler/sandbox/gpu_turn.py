@@ -25,7 +25,8 @@ run_started and _PhaseReader).
 Only dice's own work takes turns, and only while it runs or decodes: a harness making its
 CUDA context, a model loading, a .cu run allocating its buffers before its turn, and other
 programs on the GPU (a training job, another user's judge) do not wait. What they do to a
-timed run's numbers makes it flagged or unstable, never `faster` on that account.
+timed run's numbers is left to the verdict's checks (pairs timed in turn, the baseline timed
+alone, the two halves of the run), which make such a run flagged or unstable.
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@
 # as it ends (-v), and pytest gets SIGINT, not SIGKILL, at SECONDS, so that it still prints
 # the failures and the summary of what finished ($OUT/gpu-tests.log).
 # Files side by side share the GPU: judging runs take turns on it (profiler/sandbox/gpu_turn.py),
-# but the engine's tests and the memory of eight workers do not; a timing-sensitive check that
-# fails here is re-run alone before it is believed: WORKERS=1 runs the files one at a time.
+# so past a few workers they mostly wait, and the engine's tests and the workers' memory take
+# no turns. WORKERS (default 4) files run at a time; a timing-sensitive check that fails is
+# re-run alone before it is believed: WORKERS=1 runs the files one at a time.
 set -uo pipefail
 seconds=${1:-480}
 shift || true
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(tests/profiler tests/engine tests/dice_lsp)
-workers=${WORKERS:-8}
+workers=${WORKERS:-4}
 parallel=(-n "$workers" --dist loadfile)
 [ "$workers" -gt 1 ] || parallel=()
 timeout -s INT "$seconds" python3 -m pytest -m gpu "${parallel[@]}" -p no:cacheprovider -p no:benchmark \

@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.dice_shape import DICE_1_7B, SHAPES, describe, prompt, random_model  # noqa: E402  (after the path is set)
 from engine.decoding.decode import decode  # noqa: E402
 from engine.decoding.paths import batch_bucket, cache_bytes, release_graph_paths  # noqa: E402
-from engine.model.routes import GPU_DEFAULT, PATHS  # noqa: E402
+from engine.model.routes import FAST_PATHS, GPU_DEFAULT, PATHS  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
 TINY = replace(DICE_1_7B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -99,14 +99,12 @@ def most_that_fit(config, path: str, length: int, dtype_bytes: int, free_bytes: 
     """The most candidates whose KV cache fits in free_bytes (0: not even one)."""
     n = 0
     while cache_bytes(config, path, n + 1, length, dtype_bytes) <= free_bytes and n < 1 << 16:
-        n = batch_bucket(n + 1) if path in ("graphs", "compiled", "flex", "decode", "skinny") else n + 1
+        n = batch_bucket(n + 1) if path in FAST_PATHS else n + 1
     return n
 
 
-def memory_table(config, path: str, prompt_tokens: int, gen: int, batches: list[int], dtype_bytes: int,
+def memory_table(config, path: str, length: int, batches: list[int], dtype_bytes: int, weights: int,
                  gpu_bytes: float | None) -> list[dict]:
-    length = sequence_length(prompt_tokens, gen, config.block_size)
-    weights = weight_bytes(config, dtype_bytes)
     rows = []
     for batch in batches:
         kv = cache_bytes(config, path, batch, length, dtype_bytes)
@@ -155,12 +153,13 @@ def main() -> int:
     path = args.path or (GPU_DEFAULT if cuda or args.memory_only else "cached")
     gpu_bytes = args.gpu_gb * GB if args.gpu_gb else torch.cuda.get_device_properties(0).total_memory if cuda else None
     shape = "tiny (hidden 64, 2 layers)" if args.tiny else f"DICE-{args.shape.upper()} ({describe(config)})"
-    memory = memory_table(config, path, args.prompt_tokens, args.gen, args.batches, dtype_bytes, gpu_bytes)
     length = sequence_length(args.prompt_tokens, args.gen, config.block_size)
-    free = None if gpu_bytes is None else gpu_bytes - weight_bytes(config, dtype_bytes)
+    weights = weight_bytes(config, dtype_bytes)
+    memory = memory_table(config, path, length, args.batches, dtype_bytes, weights, gpu_bytes)
+    free = None if gpu_bytes is None else gpu_bytes - weights
     fits = None if free is None else most_that_fit(config, path, length, dtype_bytes, free)
     print(f"{shape}, {dtype_bytes * 8}-bit, {args.prompt_tokens}-token prompt + {args.gen} tokens = {length} positions, "
-          f"path {path}: weights {memory[0]['weights_gb']:.2f} GB"
+          f"path {path}: weights {weights / GB:.2f} GB"
           + ("" if gpu_bytes is None else f", GPU {gpu_bytes / GB:.1f} GB: at most {fits} candidates' KV caches fit"))
     print(f"{'batch':>6}{'kv GB (' + path + ')':>16}{'kv GB (exact)':>15}{'fits':>6}")
     for row in memory:

@@ -305,10 +305,10 @@ def cache_bytes(config, path: str, n: int, length: int, dtype_bytes: int) -> int
     """The bytes of the KV cache make_forward(path, n, length) allocates: n rows of `length`
     positions, or on a graph path a batch bucket of cache buckets (up to twice either). A
     graph path keeps its cache for later requests of the same batch bucket."""
-    rows, positions = (batch_bucket(n), cache_bucket(length, config.max_position_embeddings)) \
-        if path in FAST_PATHS else (n, length)
     if path == "recompute":
         return 0
+    rows, positions = (batch_bucket(n), cache_bucket(length, config.max_position_embeddings)) \
+        if path in FAST_PATHS else (n, length)
     per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * dtype_bytes
     return rows * positions * per_position
 

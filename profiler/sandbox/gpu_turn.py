@@ -125,11 +125,12 @@ class GpuTurn:
                 return True
             in_line = self._next is not None
         try:
+            where = folder()
             if not in_line:
-                place = lock_file(folder() / f"{self.key}.next", wait=False)
+                place = lock_file(where / f"{self.key}.next", wait=False)
                 if place is None or not self._keep(place):
                     return False
-            fd = lock_file(folder() / f"{self.key}.lock", wait=False)
+            fd = lock_file(where / f"{self.key}.lock", wait=False)
         except OSError as exc:
             _warn_once(exc)
             with self._lock:

@@ -77,7 +77,7 @@ class _Kept(threading.Thread):
         from profiler.sandbox import start_harness
 
         try:
-            if self.identity is not None:
+            if self.identity is not None and self._same_folder(self.folder):
                 self.started = start_harness(self.time_limit, extensions=self.folder, warm=self.setup)
         except Exception:  # noqa: BLE001 - a spare decides nothing; the next run starts its own
             self.started = None

@@ -86,6 +86,21 @@ def test_a_folder_made_again_meanwhile_is_not_run_by_the_spare(builds):
     assert outcome.status == "ok" and not _warmed(outcome)
 
 
+def test_a_spare_never_brings_back_a_folder_removed_under_it(builds):
+    key = _keep(builds)
+    remove_tree(builds.root / key)  # perhaps before the spare's thread has started its sandbox
+    DOCUMENT_SPARE._kept._launched.wait(60.0)
+    assert not (builds.root / key).exists()
+
+
+def test_a_sandbox_is_not_started_on_a_build_folder_that_is_gone(tmp_path):
+    from profiler.sandbox import start_harness
+
+    with pytest.raises(FileNotFoundError, match="is gone"):
+        start_harness(60.0, extensions=tmp_path / "removed")
+    assert not (tmp_path / "removed").exists()
+
+
 def test_another_time_limit_starts_fresh(builds):
     _keep(builds, time_limit=60.0)
     outcome = _run(builds, time_limit=30.0)

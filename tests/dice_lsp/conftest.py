@@ -95,6 +95,7 @@ class Editor:
         self.server_info: types.ServerInfo | None = None
         self.initialization_options: dict | None = None
         self.reconfigured = False
+        self.configuration_requests = 0  # sections read for workspace/configuration answers
         self.cache_dir = CACHE_DIR
         self.client_name = ""
 
@@ -109,8 +110,15 @@ class Editor:
         """Change dice settings as a user would (the server reads them on the notification)."""
         self.reconfigured = bool(settings)
         self.client.set_configuration({**MODEL_TEST_SETTINGS, "model": self.model, **settings}, section="dice")
+        asked = self.configuration_requests
         self.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-        await asyncio.sleep(0.3)  # the server asks back with workspace/configuration
+        workspace = self.capabilities.workspace
+        if workspace and workspace.configuration:  # the server asks back with workspace/configuration
+            await self.wait_for(lambda: self.configuration_requests > asked, what="workspace/configuration")
+        # The server applies the answer as soon as it reads it; a request sent after a round
+        # trip that began once the answer was sent is read after it.
+        await self.sync()
+        await self.sync()
 
     @property
     def model(self) -> str | None:
@@ -232,6 +240,16 @@ async def start_editor(
     @client.feature("dice/status")
     def status(params: Any) -> None:
         editor.statuses.append(params if isinstance(params, dict) else params._asdict())
+
+    read_configuration = client.get_configuration
+
+    def answer_configuration(**where: Any) -> Any:
+        # pytest-lsp's workspace/configuration handler reads here and answers at once:
+        # configure() waits for it.
+        editor.configuration_requests += 1
+        return read_configuration(**where)
+
+    client.get_configuration = answer_configuration
 
     @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
     def lens_refresh(params: None) -> None:
@@ -441,7 +459,22 @@ async def start_stdio_server(env: dict[str, str]) -> tuple[asyncio.subprocess.Pr
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         limit=64 * 1024 * 1024,
     )
+    _drain_stderr(process)
     return process, RawClient(process.stdout, process.stdin)
+
+
+def _drain_stderr(process: asyncio.subprocess.Process) -> None:
+    """Read the server's stderr as it comes, into process.stderr_text (what end_process
+    returns): a server that logs much (a line per evicted stranger) would otherwise fill the
+    pipe, block in its own write and stop answering."""
+    chunks: list[bytes] = []
+
+    async def drain() -> str:
+        while chunk := await process.stderr.read(1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
+    process.stderr_text = asyncio.ensure_future(drain())
 
 
 async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, int]:
@@ -454,6 +487,7 @@ async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.sub
         sys.executable, "-m", "dice_lsp.server", "--tcp", "--host", "127.0.0.1", "--port", str(port), *args,
         env={**env, "XDG_RUNTIME_DIR": str(runtime)}, stderr=asyncio.subprocess.PIPE,
     )
+    _drain_stderr(process)
     token_file = runtime / "dice-lsp" / "tcp" / f"{port}.token"
     for _ in range(300):
         if token_file.exists():  # written once it listens
@@ -463,7 +497,7 @@ async def start_tcp_server(env: dict[str, str], *args: str) -> tuple[asyncio.sub
         if process.returncode is not None:
             break
         await asyncio.sleep(0.1)
-    raise AssertionError(f"the server never listened: {(await process.stderr.read()).decode()[-2000:]}")
+    raise AssertionError(f"the server never listened: {(await end_process(process))[-2000:]}")
 
 
 async def connect(port: int) -> RawClient:
@@ -475,6 +509,10 @@ async def end_process(process: asyncio.subprocess.Process) -> str:
     """Its stderr, after ending it if it still runs."""
     if process.returncode is None:
         process.terminate()
-    err = await process.stderr.read() if process.stderr else b""  # stdout is a RawClient's
+    drained = getattr(process, "stderr_text", None)
+    if drained is not None:
+        err = await drained
+    else:
+        err = (await process.stderr.read()).decode(errors="replace") if process.stderr else ""  # stdout is a RawClient's
     await process.wait()
-    return err.decode(errors="replace")
+    return err

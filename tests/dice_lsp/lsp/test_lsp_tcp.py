@@ -107,7 +107,9 @@ async def test_idle_strangers_cannot_lock_an_editor_out(child_env, tmp_path: Pat
         editor = await connect(port)
         answer = await editor.initialize(tmp_path, with_token(server))
         assert answer["result"]["serverInfo"]["name"] == "dice-lsp"
-        assert time.monotonic() - started < 3
+        # Served, not evicted (an evicted editor gets no answer at all), and not kept waiting
+        # for the strangers to time out; the bound leaves room for a busy machine.
+        assert time.monotonic() - started < 10
 
         async def hold_a_connection_forever() -> None:
             # An idle stranger that connects again as soon as the server drops it.
@@ -124,7 +126,7 @@ async def test_idle_strangers_cannot_lock_an_editor_out(child_env, tmp_path: Pat
                 another = await connect(port)
                 answer = await another.initialize(tmp_path, with_token(server))
                 assert "result" in answer, answer
-                assert time.monotonic() - started < 3
+                assert time.monotonic() - started < 10
         finally:
             for task in flood:
                 task.cancel()

@@ -196,7 +196,9 @@ def test_a_hello_trickled_in_is_cut_off_at_the_deadline(server):
                 break
         waited = time.monotonic() - started
     assert reply is not None and f"within {HELLO_TIMEOUT_S:.0f} s" in reply["message"]
-    assert HELLO_TIMEOUT_S - 1 < waited < HELLO_TIMEOUT_S + 3
+    # Cut off near the deadline, long before the whole hello (25 s) could have arrived; the
+    # margin above is for a thread-per-connection server on a busy machine.
+    assert HELLO_TIMEOUT_S - 1 < waited < HELLO_TIMEOUT_S + 8
 
 
 def test_token_comparison():

@@ -109,10 +109,18 @@ def test_a_waiter_that_gives_up_leaves_its_place_in_line():
 def test_a_waiting_turn_is_taken_when_the_holder_lets_go_and_gives_up_when_stopped():
     holder, waiter = GpuTurn("0"), GpuTurn("0")
     assert holder.try_acquire()
-    threading.Timer(0.3, holder.release).start()
-    started = time.monotonic()
-    assert waiter.acquire(lambda: False)
-    assert time.monotonic() - started >= 0.25 and waiter.waited_s >= 0.25
+    taken = []
+    waiting = threading.Thread(target=lambda: taken.append(waiter.acquire(lambda: False)))
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while waiter._next is None:  # in line: it holds the place next
+        assert time.monotonic() < deadline, "the waiter never got in line"
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert not waiter.held  # the holder still has it
+    holder.release()
+    waiting.join(30)
+    assert taken == [True] and waiter.held and waiter.waited_s >= 0.3
     stopped = GpuTurn("0")
     assert not stopped.acquire(lambda: True)
     abandoned = GpuTurn("0")

@@ -328,7 +328,9 @@ def test_a_cheating_pattern_means_nothing_is_proven():
 @pytest.mark.slow
 def test_a_real_build_counts_against_the_build_allowance_not_the_time_limit():
     # The judge sees the compilers running under the sandbox (no phase the candidate
-    # reports): a C++ load_inline build of tens of seconds fits a 5 s time limit.
+    # reports): a C++ load_inline build of tens of seconds (torch's headers) fits a 10 s time
+    # limit, which the rest of the run (interpreter, imports, load_inline's own set-up) stays
+    # well inside even on a busy machine.
     pytest.importorskip("ninja", reason="load_inline needs ninja: pip install ninja")
     name = f"dice_allowance_{secrets.token_hex(4)}"
     building = candidate(f"""
@@ -337,10 +339,10 @@ ext = load_inline(name={name!r}, cpp_sources="int twice(int x) {{ return 2 * x; 
 assert ext.twice(21) == 42
 """)
     started = time.monotonic()
-    (verdict,) = profiler.judge(BASELINE, [building], "relu.py", time_limit=5.0)
+    (verdict,) = profiler.judge(BASELINE, [building], "relu.py", time_limit=10.0)
     print(f"{time.monotonic() - started:.1f} s:", verdict.status, verdict.message)
     assert verdict.status == "no_gpu", verdict.message
-    assert time.monotonic() - started > 5.0  # it did build, past the time limit
+    assert time.monotonic() - started > 10.0  # it did build, past the time limit
 
 
 @pytest.mark.usefixtures("unconfined")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import functools
 import json
 import logging
 import os
@@ -266,10 +267,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         strangers[writer] = (address, reader)
         connections.add(writer)
 
-        async def read_chunk() -> bytes:
-            return await reader.read(CHUNK)
-
-        frames = FrameReader(read_chunk, max_body=AUTH_MAX_BODY)
+        frames = FrameReader(functools.partial(reader.read, CHUNK), max_body=AUTH_MAX_BODY)
         try:
             try:
                 first = await _authenticate(frames, writer, token)

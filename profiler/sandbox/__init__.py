@@ -382,9 +382,11 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
     _sweep_folders_left()
     folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
     try:
-        if extensions is not None and not extensions.is_dir():
+        if extensions is None:
+            extensions = folder / "extensions"
+            extensions.mkdir()
+        elif not extensions.is_dir():  # a caller's build folder is never made again here
             raise FileNotFoundError(f"the build folder {extensions} is gone")
-        extensions = extensions or folder / "extensions"
         confined = ["--isolate", "--writable", str(folder)] if isolated else []
         if isolated and not extensions.resolve().is_relative_to(folder.resolve()):
             confined += ["--writable", str(extensions)]

@@ -35,19 +35,15 @@ def sandbox_environment(folder: Path, extensions: Path, overrides: dict[str, str
                         source: dict[str, str] | None = None) -> dict[str, str]:
     """The child's whole environment: the allowlisted part of `source` (this process's
     environment by default), `overrides` (only allowlisted names), and the sandbox's own
-    folders. `extensions` is the load_inline build folder of this run alone: made here when it
-    lies in `folder`; a caller's (a verified build folder) must exist already and is never
-    made again here, since a spare started late would otherwise bring back a build folder
-    removed meanwhile."""
+    folders. `extensions` is the load_inline build folder of this run alone, made by the
+    caller (profiler.sandbox.start_harness: a spare started late must not bring back a build
+    folder removed meanwhile)."""
     source = os.environ if source is None else source
     env = {k: v for k, v in {**source, **(overrides or {})}.items() if allowed(k)}
     # The interpreter's own bin folder first: ninja (a pip package) lives there.
     env["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), env.get("PATH")]))
     home = folder / "home"
-    own = [home, home / "tmp", home / "cache"]
-    if extensions.is_relative_to(folder):
-        own.append(extensions)
-    for sub in own:
+    for sub in (home, home / "tmp", home / "cache"):
         sub.mkdir(parents=True, exist_ok=True)
     env.update({
         "HOME": str(home),

@@ -34,7 +34,7 @@ Never imports torch or CuPy (numpy, for the statistics, only when a measurement 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from profiler import verdict_rules as rules
 from profiler.results import NOT_PROOF, PROVEN, Diagnostic, Verdict
@@ -77,8 +77,34 @@ class Reference:
     facts: dict | None = None  # sizes, FLOPs, constant outputs (reference_facts)
 
 
+@dataclass
+class Audit:
+    """What the judge's own clock and a run of Model alone say about a KernelBench candidate's
+    timing (profiler.sandbox.clock, profiler.run.kernelbench.run_audit): the candidate run's
+    clock log, the audit run's (Model against Model, the same loop), the pairs the judge
+    picked after the timing ended (indices into the candidate's pairs, in order) with Model's
+    fingerprints and their tolerances on each; `problem` says why there is none to rely on."""
+
+    log: list[dict]
+    reference_log: list[dict] = field(default_factory=list)
+    audited: list[int] = field(default_factory=list)
+    fingerprints: list[list[float]] = field(default_factory=list)
+    tolerances: list[list[float]] = field(default_factory=list)
+    problem: str = ""
+
+    def disagreement(self, runs: rules.ClockRuns) -> tuple[int, str] | None:
+        """(timed run, how) of the first audited pair whose fingerprint is not Model's."""
+        from profiler.measure.fingerprint import disagreement
+
+        for index, want, allowed in zip(self.audited, self.fingerprints, self.tolerances):
+            found = disagreement(runs.pairs[index][2], want, allowed)
+            if found is not None:
+                return index + 1, found
+        return None
+
+
 def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, facts: dict | None = None,
-                 **fields) -> Verdict:
+                 audit: Audit | None = None, **fields) -> Verdict:
     """The verdict of one sandboxed run. `fields` (diagnostics, kernel) fill what the
     measurement left empty; `flags` are the static checker's, for a candidate's source;
     `facts` what a run of the baseline alone said about the problem (sizes, FLOPs, constant
@@ -90,7 +116,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, fac
         verdict.extra["stderr_tail"] = outcome.stderr_tail
     else:
         try:
-            verdict = from_measurement(outcome.result, outcome.seconds, facts)
+            verdict = from_measurement(outcome.result, outcome.seconds, facts, audit)
         except (Rejected, KeyError, TypeError, ValueError) as exc:
             verdict = Verdict.failed("crash", f"crashed: measurements rejected: {exc}", **fields)
         for key, value in fields.items():
@@ -120,7 +146,7 @@ def _flag(verdict: Verdict, *names: str) -> None:
         verdict.message += f"; flagged: {', '.join(new)}"
 
 
-def from_measurement(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
+def from_measurement(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | None = None) -> Verdict:
     outcome = m["outcome"]
     if outcome == "fault":
         return _fault(m)
@@ -139,7 +165,7 @@ def from_measurement(m: dict, wall_s: float, facts: dict | None = None) -> Verdi
     if outcome == "wrong":
         return _wrong(m, wall_s)
     if outcome == "measured":
-        return _measured(m, wall_s, facts)
+        return _measured(m, wall_s, facts, audit)
     raise Rejected(f"unknown outcome {outcome!r}")
 
 
@@ -201,28 +227,77 @@ def _wrong(m: dict, wall_s: float) -> Verdict:
         base, cand = _timing(m, wall_s)
         extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
         head = "wrong on the input set checked after timing"
+    elif where == "timed run":
+        head = f"wrong on timed run {int(m['timed_run'])}"
     else:
         head = f"wrong on input set {int(where)}"
     return Verdict.failed("wrong", f"{head}: {m['problem']}", compiled=True, inputs_checked=int(m["inputs_checked"]),
                           extra=extra, **_common(m))
 
 
-def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
+def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
+    """(baseline runs, candidate runs, escape records, alone: the baseline's runs where no
+    candidate code ran) from the judge's clock rather than from the candidate's result, with
+    the candidate charged for what the clock saw it do outside its timed runs and for time
+    the baseline beside it took beyond the baseline alone; or a wrong verdict where an
+    audited pair's fingerprint is not Model's. Raises Rejected where the clock's log does not
+    hold together."""
+    if audit.problem:
+        return Verdict.failed("error", f"not judged: {audit.problem}", compiled=True, **_common(m))
+    try:
+        runs = rules.clock_runs(audit.log)
+        reference = rules.clock_runs(audit.reference_log)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Rejected(str(exc)) from exc
+    wrong = audit.disagreement(runs)
+    if wrong is not None:
+        number, how = wrong
+        return Verdict.failed("wrong", f"wrong on timed run {number} against Model run in a process of its own: "
+                                       f"{how}", compiled=True, inputs_checked=int(m["inputs_checked"]),
+                              extra={**extra, "checked_apart_pairs": len(audit.audited)}, **_common(m))
+    extra["checked_apart_pairs"] = len(audit.audited)
+    base, cand = list(runs.sides[0]["event_ms"]), list(runs.sides[1]["event_ms"])
+    alone = reference.sides[0]["event_ms"] + reference.sides[1]["event_ms"]
+    charge = 0.0
+    outside = rules.clock_excess(runs, reference, extra)
+    if outside is not None:
+        charge += outside
+        flags.append("escaped_clock")
+    slowed = rules.baseline_excess(base, alone, extra)
+    if slowed is not None:
+        charge += slowed
+        flags.append("slowed_baseline")
+    if charge:
+        extra["charged_ms"] = charge
+        cand = [ms + charge for ms in cand]
+    escape = {"baseline": runs.sides[0], "candidate": runs.sides[1],
+              "other_threads_cpu_s": (m.get("escape") or {}).get("other_threads_cpu_s", 0.0),
+              "checked_pairs": len(runs.pairs)}
+    return base, cand, escape, alone
+
+
+def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | None = None) -> Verdict:
     from profiler.measure.stats import CI_METHOD, summarize
 
     base, cand = _timing(m, wall_s)
     extra = dict(m.get("extra", {}))
     extra["ci_method"] = CI_METHOD
-    extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
     flags: list[str] = []
+    escape, alone = m.get("escape"), None
+    if audit is not None and base is not None:
+        found = _audited_timing(m, audit, extra, flags)
+        if isinstance(found, Verdict):
+            return found
+        base, cand, escape, alone = found
+    extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
     if base is not None:
-        if rules.clock_disagreement(m.get("escape"), base, cand, extra) is not None:
+        if rules.clock_disagreement(escape, base, cand, extra) is not None:
             flags.append("clock_disagrees")
-        charged = rules.escaped_work(m.get("escape"), cand, extra)
+        charged = rules.escaped_work(escape, cand, extra)
         if charged is not None:  # work outside the launching stream's timed region, charged to the candidate
             cand = charged
             flags.append("escaped_timer")
-        if rules.busy_threads(m.get("escape"), float(m["timing"].get("seconds", 0.0)), extra):
+        if rules.busy_threads(escape, float(m["timing"].get("seconds", 0.0)), extra):
             flags.append("host_threads")
     time_ms = summarize(cand).median_ms
     base_ms = None if base is None else summarize(base).median_ms
@@ -252,6 +327,8 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
                        f"written and repeatable on {checked} input sets (nothing to compare with)")
         return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
     speedup = rules.reproducible_interval(base, cand)
+    if alone is not None:
+        speedup = _no_faster_than_alone(speedup, alone, cand, extra)
     extra["speedup_interval_within_run"] = [speedup.within_low, speedup.within_high]
     against = " vs eager PyTorch Model" if kernelbench else ""
     interval = f"{speedup.low:.2f}-{speedup.high:.2f}"
@@ -281,10 +358,16 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
         status = "suspicious"
         head = (f"suspicious: {speedup.ratio:.2f}x ({interval}) is over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch, "
                 f"more often a cheat than a kernel: check")
-    elif "escaped_timer" in flags or "clock_disagrees" in flags:
+    elif {"escaped_timer", "clock_disagrees", "escaped_clock", "slowed_baseline"} & set(flags):
         status = "suspicious"
-        what = ("work outside the stream it was timed on (another stream or thread), charged to it"
-                if "escaped_timer" in flags else "its CUDA events read less time than the wall clock saw")
+        if "escaped_timer" in flags:
+            what = "work outside the stream it was timed on (another stream or thread), charged to it"
+        elif "clock_disagrees" in flags:
+            what = "its CUDA events read less time than the wall clock saw"
+        elif "escaped_clock" in flags:
+            what = "the judge's clock saw it spend time outside its timed runs, charged to it"
+        else:
+            what = "the baseline beside it ran slower than the baseline alone, the difference charged to it"
         head = f"suspicious: {what}; {speedup.ratio:.2f}x ({interval}) with that work counted"
     elif speedup.faster:
         status, head = "faster", f"{speedup.ratio:.2f}x faster ({interval})"
@@ -296,6 +379,24 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None) -> Verdict:
     if flags:
         _flag(verdict, *flags)
     return verdict
+
+
+def _no_faster_than_alone(speedup: rules.Interval, alone: list[float], cand: list[float],
+                          extra: dict) -> rules.Interval:
+    """The speedup no larger than the baseline timed where no candidate code ran supports:
+    the in-process ratio keeps its drift correction (each pair's two runs were adjacent), and
+    where the baseline alone over the candidate is lower, the interval is scaled down to it.
+    A candidate can slow the baseline in its own process, never the one alone."""
+    from profiler.measure.stats import summarize
+
+    across = summarize(alone).median_ms / summarize(cand).median_ms
+    extra["speedup_against_alone"] = across
+    if across >= speedup.ratio:
+        return speedup
+    extra["speedup_in_process"] = speedup.ratio
+    scale = across / speedup.ratio
+    return rules.Interval(across, speedup.low * scale, speedup.high * scale, speedup.within_low * scale,
+                          speedup.within_high * scale)
 
 
 def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
@@ -349,7 +450,7 @@ def reference_ms(outcome: SandboxOutcome) -> float | None:
     return verdict.time_ms if verdict.status == "not_faster" and verdict.baseline_ms is None else None
 
 
-FACT_KEYS = ("input_bytes", "output_bytes", "l2_bytes", "flops", "sms", "capability")
+FACT_KEYS = ("input_bytes", "output_bytes", "l2_bytes", "flops", "sms", "capability", "signed_ok")
 
 
 def reference_facts(outcome: SandboxOutcome) -> dict | None:

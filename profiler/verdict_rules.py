@@ -194,3 +194,92 @@ def physical_bound(facts: dict, measured_peak_gbs: float, time_ms: float) -> str
         return (f"{time_ms:.4f} ms implies {flops / seconds / 1e12:.0f} TFLOP/s for Model's {flops:.3g} FLOPs, "
                 f"{100 * flops / seconds / peak:.0f}% of the most any format of this GPU does ({peak / 1e12:.0f})")
     return None
+
+
+# The judge's clock (profiler.sandbox.clock). A batch's claimed run times may exceed its
+# window by this much (the two clocks' rounding).
+CLAIM_SLACK_MS = 0.05
+# The candidate's pairs may leave this much more of their window unexplained by their timed
+# runs than Model's pairs of the same loop in a process of their own (milliseconds, or this
+# share of a reference pair's window, whichever is more) before the difference counts as its
+# work. Host wake-ups and the allocator differ a little between two processes.
+CLOCK_EXCESS_FLOOR_MS = 0.02
+CLOCK_EXCESS_SHARE = 0.05
+# The baseline timed beside the candidate may be this much slower than the baseline of the
+# same loop in a process of its own before the difference counts as the candidate's work.
+BASELINE_SLACK = 0.05
+
+
+@dataclass(frozen=True)
+class ClockRuns:
+    """A timing as the judge's clock received it: each side's per-run records, each batch's
+    unexplained milliseconds a pair (its window over its pairs, less its runs' mean), and each
+    pair's (batch, index in batch, fingerprints)."""
+
+    sides: list[dict]  # [baseline, candidate]: {"event_ms", "flush_ms", "tail_ms", "wall_ms"}
+    unexplained_ms: list[float]
+    pairs: list[tuple[int, int, list]]
+
+
+def _numbers(values, count: int, what: str) -> list[float]:
+    if not isinstance(values, list) or len(values) != count:
+        raise ValueError(f"{what}: {len(values) if isinstance(values, list) else 'no'} values for {count} pairs")
+    out = [float(v) for v in values]
+    if not all(np.isfinite(out)):
+        raise ValueError(f"{what}: values that are not finite")
+    return out
+
+
+def clock_runs(log: list[dict]) -> ClockRuns:
+    """The timing of a run from the judge's clock log (JudgeClock.entries), checked: every
+    batch closed by a report of its granted pairs, whose timed runs fit in its window. Raises
+    ValueError saying what does not hold."""
+    if not log:
+        raise ValueError("the judge's clock granted no timed pairs")
+    sides = [{k: [] for k in ("event_ms", "flush_ms", "tail_ms", "wall_ms")} for _ in range(2)]
+    unexplained, pairs = [], []
+    for entry in log:
+        batch, count, report = entry["batch"], int(entry["pairs"]), entry.get("report")
+        if not isinstance(report, dict) or report.get("pairs") != count or not isinstance(report.get("sides"), list) \
+                or len(report["sides"]) != 2:
+            raise ValueError(f"batch {batch + 1} was not closed by a report of its {count} pairs")
+        window_ms = (float(entry["done"]) - float(entry["go"])) * 1000
+        claimed = 0.0
+        for side, got in zip(sides, report["sides"]):
+            for key in side:
+                values = _numbers(got.get(key) if isinstance(got, dict) else None, count, f"batch {batch + 1} {key}")
+                if key == "event_ms" and min(values) <= 0:
+                    raise ValueError(f"batch {batch + 1}: run times that are not positive")
+                side[key] += values
+            claimed += sum(side["event_ms"][-count:])
+        if claimed > window_ms + CLAIM_SLACK_MS:
+            raise ValueError(f"the timed runs of batch {batch + 1} claim {claimed:.3f} ms, more than the "
+                             f"{window_ms:.3f} ms the judge's clock saw between granting and closing it")
+        unexplained.append((window_ms - claimed) / count)
+        fingerprints = report.get("fingerprints")
+        if not isinstance(fingerprints, list) or len(fingerprints) != count:
+            raise ValueError(f"batch {batch + 1} reported no fingerprint of every pair")
+        pairs += [(batch, index, fingerprints[index]) for index in range(count)]
+    return ClockRuns(sides, unexplained, pairs)
+
+
+def clock_excess(candidate: ClockRuns, reference: ClockRuns, extra: dict) -> float | None:
+    """Milliseconds a pair that the candidate's pairs spent outside their timed runs beyond
+    what Model's pairs of the same loop spend where no candidate code runs, or None when
+    within CLOCK_EXCESS_FLOOR_MS / CLOCK_EXCESS_SHARE. Records what it found in
+    extra["clock_accounting"]."""
+    cand, ref = _median(candidate.unexplained_ms), _median(reference.unexplained_ms)
+    window = ref + _median(reference.sides[0]["event_ms"]) + _median(reference.sides[1]["event_ms"])
+    limit = max(CLOCK_EXCESS_FLOOR_MS, CLOCK_EXCESS_SHARE * window)
+    extra["clock_accounting"] = {"unexplained_ms": cand, "reference_unexplained_ms": ref, "limit_ms": limit,
+                                 "batches": len(candidate.unexplained_ms)}
+    return cand - ref if cand - ref > limit else None
+
+
+def baseline_excess(base_ms: list[float], reference_base_ms: list[float], extra: dict) -> float | None:
+    """Milliseconds a run by which the baseline timed beside the candidate is slower than the
+    same loop's baseline where no candidate code runs, past BASELINE_SLACK, or None."""
+    beside, alone = _median(base_ms), _median(reference_base_ms)
+    extra["baseline_alone_ms"] = alone
+    excess = beside - alone * (1 + BASELINE_SLACK)
+    return excess if excess > 0 else None

@@ -6,6 +6,7 @@ profiler.judging.schedule's."""
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 from typing import Callable
 
@@ -19,9 +20,18 @@ from profiler.python_check import python_check
 from profiler.results import Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome, Started, run_sandboxed, run_started
 from profiler.sandbox.builds import VerifiedBuilds
+from profiler.sandbox.clock import pair_seed
 from profiler.sandbox.spare import DOCUMENT_SPARE
+from profiler.source.document import defines_model_new, kernelbench_problem
 from profiler.static_check import static_flags
-from profiler.verdict import Reference, against_model_alone, from_outcome, reference_facts, torch_compile_ms
+from profiler.verdict import Audit, Reference, against_model_alone, from_outcome, reference_facts, torch_compile_ms
+
+# Pairs of a candidate's timing whose fingerprints a run of Model alone checks, picked after
+# the timing ended; a candidate wrong on a share f of its pairs passes with (1 - f)^32.
+AUDITED_PAIRS = 32
+# Pairs of the same timing loop, Model against Model, that say what the loop costs outside
+# its timed runs where no candidate code runs (profiler.verdict_rules.clock_excess).
+CALIBRATION_PAIRS = 128
 
 
 class Checks:
@@ -65,11 +75,15 @@ def _compile_only(candidate: str, path: str) -> Verdict | None:
 
 
 def kernelbench_request(baseline: str, candidate: str | None, path: str, time_limit: float,
-                        inputs: dict | None = None, protocol: Protocol = DICE_LSP) -> dict:
+                        inputs: dict | None = None, protocol: Protocol = DICE_LSP,
+                        signed_timing: bool | None = None) -> dict:
     """`inputs`: {"seeds", "sample_seed"} shared by the runs whose outputs are compared (a
-    candidate's and Model's alone); fresh seeds and no samples without it."""
+    candidate's and Model's alone); fresh seeds and no samples without it. `signed_timing`:
+    whether Model takes signed inputs, as Model alone said (None: the candidate's process finds
+    out for itself)."""
     filename = os.path.basename(path) or "model.py"
     return {
+        "signed_timing": signed_timing,
         "kind": "kernelbench",
         "baseline": {"source": baseline, "filename": filename},
         "candidate": None if candidate is None else {"source": candidate, "filename": filename},
@@ -134,14 +148,20 @@ def kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_li
     reference = reference or Reference()
 
     def measured(started: Started | None) -> tuple[SandboxOutcome, Verdict]:
-        outcome = kernelbench_run(baseline, candidate, path, time_limit, should_cancel, builds,
-                                  inputs=reference.inputs, on_phase=on_phase, started=started, protocol=protocol)
+        signed = (reference.facts or {}).get("signed_ok")
+        request = kernelbench_request(baseline, candidate, path, time_limit, reference.inputs, protocol,
+                                      None if signed is None else bool(signed))
+        outcome = run_in_build_folder(request, candidate, builds, time_limit, should_cancel, on_phase=on_phase,
+                                      started=started)
+        audit = None
+        if candidate is not None and outcome.status == "ok" and outcome.result.get("outcome") == "measured":
+            audit = audit_timing(baseline, path, request, outcome, time_limit, should_cancel, on_phase)
         compiled, facts, reference_time = None, reference.facts, reference.ms
         if with_compile and outcome.status == "ok" and outcome.result.get("outcome") == "measured":
             compiled = COMPILED.get(baseline, lambda: torch_compile_baseline(baseline, path, time_limit,
                                                                              should_cancel, builds=builds))
             facts, reference_time = facts or compiled.facts, compiled.eager_ms
-        verdict = from_outcome(outcome, flags=flags, facts=facts)
+        verdict = from_outcome(outcome, flags=flags, facts=facts, audit=audit)
         if compiled is not None:
             with_torch_compile(verdict, compiled)
         return outcome, against_model_alone(verdict, outcome, reference_time,
@@ -159,6 +179,39 @@ def kernelbench_verdict(baseline: str, candidate: str | None, path: str, time_li
     # started_s_before (0: started at its turn; more: pre-started) and run_s, by the judge's clock
     verdict.extra.setdefault("phases", {}).update(outcome.process)
     return verdict
+
+
+def audit_timing(baseline: str, path: str, request: dict, outcome: SandboxOutcome, time_limit: float,
+                 should_cancel, on_phase=None) -> Audit:
+    """Model alone, where no candidate code runs, on AUDITED_PAIRS of the candidate's timed
+    pairs picked now that its timing has ended (its process could not know which), and the
+    same timing loop for CALIBRATION_PAIRS, Model against Model (profiler.run.kernelbench.run_audit).
+    Model runs from the file's problem part only (profiler.source.document), never beside the
+    file's ModelNew."""
+    log = outcome.clock
+    pairs = [(entry, index) for entry in log for index in range(int(entry["pairs"]))]
+    if not pairs:
+        return Audit(log, problem="the candidate's timing went by no batch of the judge's clock")
+    problem_part = kernelbench_problem(baseline)
+    if defines_model_new(problem_part):
+        return Audit(log, problem="ModelNew comes before the end of the problem (Model, get_inputs, "
+                                  "get_init_inputs) in this file, so Model cannot run apart from it")
+    chosen = sorted(secrets.SystemRandom().sample(range(len(pairs)), min(AUDITED_PAIRS, len(pairs))))
+    signed = request.get("signed_timing")
+    if signed is None:  # no Model alone said: what the candidate's timing used
+        signed = bool((outcome.result.get("extra") or {}).get("signed_inputs"))
+    audited = [{"seed": pair_seed(int(pairs[i][0]["seed"]), pairs[i][1]), "signed": bool(signed) and i % 2 == 1,
+                "key": int(pairs[i][0]["key"])} for i in chosen]
+    audit_request = {"kind": "kernelbench_audit",
+                     "baseline": {"source": problem_part, "filename": os.path.basename(path) or "model.py"},
+                     "seeds": request["seeds"], "pairs": audited, "signed_timing": bool(signed),
+                     "calibrate": min(CALIBRATION_PAIRS, max(16, len(pairs))), "cuda_arch": request.get("cuda_arch"),
+                     "time_budget_s": request.get("time_budget_s")}
+    ran = run_sandboxed(audit_request, time_limit, should_cancel=should_cancel, on_phase=on_phase)
+    if ran.status != "ok" or ran.result.get("outcome") != "audit":
+        why = ran.why() if ran.status != "ok" else from_outcome(ran).message
+        return Audit(log, problem=f"Model alone could not check the candidate's timed runs: {why}")
+    return Audit(log, ran.clock, chosen, ran.result["fingerprints"], ran.result["tolerances"])
 
 
 def measured_again_if_unstable(verdict: Verdict, measure: Callable[[], Verdict]) -> Verdict:

@@ -50,6 +50,8 @@ EVENT_RESOLUTION_MS = 0.0005
 # Share of the timed pairs whose outputs are checked (at least CHECKED_FIRST in the first batch).
 CHECKED_SHARE = 0.03
 CHECKED_FIRST = 2
+# Pairs a batch of an audited timing asks the judge for (profiler.sandbox.clock caps it too).
+BATCH_PAIRS = 32
 
 
 @dataclass
@@ -61,6 +63,9 @@ class DeviceOps:
     synchronize: Callable[[], None]  # the whole device, every stream
     flush_l2: Callable[[], None]
     clock_ms: Callable[[], float] = field(default=lambda: time.perf_counter_ns() / 1e6)  # the host's wall clock
+    # Before every run, on both sides: no L2 line stays persisting from an access-policy
+    # window set earlier (a persisting line survives the flush).
+    reset_l2: Callable[[], None] = field(default=lambda: None)
 
 
 class TimedRunWrong(Exception):
@@ -69,6 +74,21 @@ class TimedRunWrong(Exception):
     def __init__(self, pair: int, problem: str):
         super().__init__(f"timed run {pair + 1}: {problem}")
         self.pair, self.problem = pair, problem
+
+
+@dataclass
+class Audited:
+    """What a judged timing (`time_pair(..., audit=...)`) does beyond the plain loop: its pairs
+    come in batches from `clock` (profiler.sandbox.clock: each batch's input seed and
+    fingerprint key, granted by the judge), fresh(pair, seed) writes a pair's inputs from its
+    seed, and fingerprint(output, key) is what the batch's report carries of each candidate
+    output. Every pair is checked, the candidate running first: while it runs, no output of
+    the baseline for the pair's inputs exists in the process."""
+
+    clock: Any
+    fresh: Callable[[int, int], None]
+    fingerprint: Callable[[Any, int], list]
+    pair_seed: Callable[[int, int], int]
 
 
 @dataclass
@@ -131,18 +151,25 @@ def _cpu_s() -> tuple[float, float]:
 class _Loop:
     """The runs of one timing: fns[i]() is side i; fresh(pair) writes the pair's inputs;
     keep(i, output) snapshots side i's output of a checked pair and check(kept) compares
-    them (None: they agree)."""
+    them (None: they agree). With `audit` (Audited) the pairs come in the judge's batches and
+    every one is checked and fingerprinted (run_audited); without it, randomly chosen pairs are
+    checked (a .cu timing, whose candidate runs no code of its own in this process)."""
 
     def __init__(self, fns: list[Callable[[], Any]], ops: DeviceOps, fresh: Callable[[int], None] | None,
-                 keep: Callable[[int, Any], Any] | None, check: Callable[[list], str | None] | None):
+                 keep: Callable[[int, Any], Any] | None, check: Callable[[list], str | None] | None,
+                 audit: Audited | None = None):
         self.fns, self.ops, self.fresh, self.keep, self.check = fns, ops, fresh, keep, check
+        self.audit = audit
         self.pairs = 0  # pairs run so far
         self.checked = 0
         self.other_cpu_s = 0.0
+        self.stopped = False  # the judge granted no more pairs
         self._random = random.SystemRandom()
 
     def warm_up(self) -> None:
-        if self.fresh is not None:
+        if self.audit is not None:
+            self.audit.fresh(-1, self._random.getrandbits(62))
+        elif self.fresh is not None:
             self.fresh(-1)
         for _ in range(WARMUP_RUNS):
             for fn in self.fns:
@@ -157,7 +184,40 @@ class _Loop:
         wanted = max(1, round(count * CHECKED_SHARE), CHECKED_FIRST if self.pairs == 0 else 0)
         return set(self._random.sample(range(self.pairs, self.pairs + count), min(count, wanted)))
 
+    def _timed(self, i: int) -> tuple[Any, tuple, float]:
+        """One run of side i: (its output, its four events, its wall time in ms)."""
+        ops = self.ops
+        ops.synchronize()
+        ops.reset_l2()
+        pre, start, end, idle = (ops.new_event() for _ in range(4))
+        began = ops.clock_ms()
+        pre.record()
+        ops.flush_l2()
+        start.record()
+        output = self.fns[i]()
+        end.record()
+        ops.synchronize()
+        wall = ops.clock_ms() - began
+        idle.record()
+        return output, (pre, start, end, idle), wall
+
+    def _resolved(self, events: list[list[tuple]], walls: list[list[float]]) -> list[Runs]:
+        ops = self.ops
+        out = []
+        for side, wall in zip(events, walls):
+            runs = Runs(wall_ms=wall)
+            for pre, start, end, idle in side:
+                # Events resolve about half a microsecond; two that read the same instant still
+                # bound a positive time, and ratios of times need it.
+                runs.event_ms.append(max(ops.elapsed_ms(start, end), EVENT_RESOLUTION_MS))
+                runs.flush_ms.append(ops.elapsed_ms(pre, start))
+                runs.tail_ms.append(ops.elapsed_ms(end, idle))
+            out.append(runs)
+        return out
+
     def run(self, count: int) -> list[Runs]:
+        if self.audit is not None:
+            return self.run_audited(count)
         ops = self.ops
         chosen = self._chosen(count)
         events: list[list[tuple]] = [[] for _ in self.fns]
@@ -176,18 +236,9 @@ class _Loop:
                 if self.fresh is not None:
                     ops.synchronize()
                     self.fresh(pair)
-            ops.synchronize()
-            pre, start, end, idle = (ops.new_event() for _ in range(4))
-            began = ops.clock_ms()
-            pre.record()
-            ops.flush_l2()
-            start.record()
-            output = self.fns[i]()
-            end.record()
-            ops.synchronize()
-            walls[i].append(ops.clock_ms() - began)
-            idle.record()
-            events[i].append((pre, start, end, idle))
+            output, recorded, wall = self._timed(i)
+            walls[i].append(wall)
+            events[i].append(recorded)
             held.append(output)
             if pair in chosen:
                 kept[i] = self.keep(i, output) if self.keep is not None else output
@@ -203,17 +254,60 @@ class _Loop:
         cpu_after, thread_after = _cpu_s()
         self.other_cpu_s += max(0.0, (cpu_after - cpu_before) - (thread_after - thread_before))
         self.pairs += count
-        out = []
-        for side, wall in zip(events, walls):
-            runs = Runs(wall_ms=wall)
-            for pre, start, end, idle in side:
-                # Events resolve about half a microsecond; two that read the same instant still
-                # bound a positive time, and ratios of times need it.
-                runs.event_ms.append(max(ops.elapsed_ms(start, end), EVENT_RESOLUTION_MS))
-                runs.flush_ms.append(ops.elapsed_ms(pre, start))
-                runs.tail_ms.append(ops.elapsed_ms(end, idle))
-            out.append(runs)
+        return self._resolved(events, walls)
+
+    def run_audited(self, count: int) -> list[Runs]:
+        """`count` pairs (fewer where the judge stops granting), in the judge's batches. A pair:
+        its inputs from the batch's seed, the candidate's run, its output kept, the baseline's
+        run, the two compared, the candidate's fingerprint with the batch's key; the batch's
+        report (every run's times, every fingerprint) goes to the judge as soon as its last pair
+        has run. Nothing of a batch exists before its grant: no input, no key."""
+        audit, ops = self.audit, self.ops
+        out = [Runs() for _ in self.fns]
+        left = count
+        while left > 0 and not self.stopped:
+            grant = audit.clock.batch(min(left, BATCH_PAIRS))
+            if grant is None:
+                self.stopped = True
+                break
+            pairs, key = int(grant["pairs"]), int(grant["key"])
+            events: list[list[tuple]] = [[] for _ in self.fns]
+            walls: list[list[float]] = [[] for _ in self.fns]
+            prints = []
+            cpu_before, thread_before = _cpu_s()
+            for index in range(pairs):
+                pair = self.pairs + index
+                ops.synchronize()
+                audit.fresh(pair, audit.pair_seed(int(grant["seed"]), index))
+                kept: list = [None] * len(self.fns)
+                for i in reversed(range(len(self.fns))):  # the candidate (last) first
+                    output, recorded, wall = self._timed(i)
+                    walls[i].append(wall)
+                    events[i].append(recorded)
+                    kept[i] = self.keep(i, output) if self.keep is not None else output
+                    del output
+                if self.check is not None:
+                    problem = self.check(kept)
+                    if problem is not None:
+                        raise TimedRunWrong(pair, problem)
+                self.checked += 1
+                prints.append(audit.fingerprint(kept[-1], key))
+                del kept
+            ops.synchronize()
+            cpu_after, thread_after = _cpu_s()
+            self.other_cpu_s += max(0.0, (cpu_after - cpu_before) - (thread_after - thread_before))
+            runs = self._resolved(events, walls)
+            audit.clock.close({"pairs": pairs, "fingerprints": prints,
+                               "sides": [{"event_ms": r.event_ms, **r.to_json()} for r in runs]})
+            for whole, part in zip(out, runs):
+                whole.extend(part)
+            self.pairs += pairs
+            left -= pairs
         return out
+
+    def finish(self) -> None:
+        if self.audit is not None:
+            self.audit.clock.end()
 
 
 def time_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0) -> TimeSummary:
@@ -239,17 +333,19 @@ def sample_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0,
 def time_pair(baseline: Callable[[], Any], candidate: Callable[[], Any], ops: DeviceOps, *,
               budget_s: float = 2.0, fresh: Callable[[int], None] | None = None,
               keep: Callable[[int, Any], Any] | None = None, check: Callable[[list], str | None] | None = None,
-              runs: int | None = None) -> PairTiming:
-    """Interleaved timing of baseline and candidate (module docstring), adding runs until the
-    speedup's 95% interval is within TARGET_REL_HALF_WIDTH or budget_s is spent; exactly
-    `runs` pairs when given. fresh(pair) writes pair `pair`'s inputs (pair -1: the warm-up's);
-    keep(side, output) snapshots an output of a checked pair (side 0: baseline) and check([base,
-    cand]) says how they differ (None: they agree). TimedRunWrong when a check fails."""
+              runs: int | None = None, audit: Audited | None = None) -> PairTiming:
+    """Timing of baseline and candidate (module docstring), adding runs until the speedup's
+    95% interval is within TARGET_REL_HALF_WIDTH or budget_s is spent; exactly `runs` pairs
+    when given (fewer only where an audit's judge stops granting). fresh(pair) writes pair
+    `pair`'s inputs (pair -1: the warm-up's); keep(side, output) snapshots an output of a
+    checked pair (side 0: baseline) and check([base, cand]) says how they differ (None: they
+    agree). With `audit` (Audited) every pair is checked and reported to the judge in its
+    batches. TimedRunWrong when a check fails."""
     started = time.perf_counter()
-    loop = _Loop([baseline, candidate], ops, fresh, keep, check)
+    loop = _Loop([baseline, candidate], ops, fresh, keep, check, audit)
     loop.warm_up()
     base, cand = loop.run(runs or MIN_RUNS)
-    while runs is None:
+    while runs is None and not loop.stopped and len(base.event_ms) >= 2:
         speedup = speedup_interval(base.event_ms, cand.event_ms)
         half_width = (speedup.high - speedup.low) / 2 / speedup.ratio
         spent = time.perf_counter() - started
@@ -263,6 +359,7 @@ def time_pair(baseline: Callable[[], Any], candidate: Callable[[], Any], ops: De
         extra_base, extra_cand = loop.run(more)
         base.extend(extra_base)
         cand.extend(extra_cand)
+    loop.finish()
     return PairTiming(summarize(base.event_ms), summarize(cand.event_ms),
                       speedup_interval(base.event_ms, cand.event_ms), base.event_ms, cand.event_ms,
                       time.perf_counter() - started, base, cand, loop.checked, loop.other_cpu_s)

@@ -1,11 +1,12 @@
-"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD [--warm=KIND]`, started
+"""The harness: `python -m profiler.run.harness CONTROL_FD PHASE_FD RESULT_FD [ASK_FD GRANT_FD] [--warm=KIND]`, started
 only by profiler.sandbox (behind its keeper), in a fresh process per request. With --warm
 (profiler.sandbox.pool) it sets up for a request of KIND before it reads its request.
 
 It reads the request and the run's nonce from the control pipe, builds, verifies and times,
 and writes a *measurement* (raw numbers: timing samples, which input set failed and how,
 build records; see profiler.verdict) to the result pipe. It never decides a verdict: the
-judge's process does that, from the measurement and its own checks. CUDA errors that poison
+judge's process does that, from the measurement and its own checks. ASK_FD and GRANT_FD are
+the judge's clock (profiler.sandbox.clock), which grants a timing's batches of pairs. CUDA errors that poison
 the context end the process at once after reporting where they happened.
 """
 
@@ -19,6 +20,7 @@ import sys
 import threading
 import traceback
 
+from profiler.sandbox import clock
 from profiler.sandbox.channel import READY, Phase, read_control, write_result
 
 # Phases in which a failure means the candidate did not build.
@@ -43,6 +45,10 @@ def run(request: dict) -> dict:
         from profiler.run.kernelbench import run_kernelbench
 
         return run_kernelbench(request)
+    if kind == "kernelbench_audit":
+        from profiler.run.kernelbench import run_audit
+
+        return run_audit(request)
     if kind == "torch_compile":
         from profiler.run.kernelbench import run_torch_compile
 
@@ -105,9 +111,12 @@ def main(argv: list[str]) -> int:
     # every thread in stderr.log, of which the judge quotes the innermost frame.
     faulthandler.enable(all_threads=True)
     control_fd, phase_fd, result_fd = map(int, argv[:3])
+    clock_fds = [int(a) for a in argv[3:5] if a.isdigit()]
     warm = next((a.split("=", 1)[1] for a in argv[3:] if a.startswith("--warm=")), None)
-    for fd in (control_fd, phase_fd, result_fd):
+    for fd in (control_fd, phase_fd, result_fd, *clock_fds):
         os.set_inheritable(fd, False)  # no process this one starts holds the judge's pipes
+    if len(clock_fds) == 2:
+        clock.CURRENT.append(clock.HarnessClock(*clock_fds))
     Phase.open(phase_fd, control_fd)
     Phase.set("start-up")
     if warm is not None:

@@ -42,8 +42,10 @@ from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
-from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
+from profiler.measure import fingerprint as prints
+from profiler.measure.timing import Audited, TimedRunWrong, sample_one, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, output_sample, poison_bytes
+from profiler.sandbox import clock
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -332,6 +334,7 @@ class Problem:
         # Model's output fingerprints, one list per checked input set (verify.constant_across).
         self.fingerprints: list[list[tuple]] = []
         self.returned: list = []  # what the candidate returned last (poisoned before its next run)
+        self.like: list | None = None  # empty tensors shaped as Model's outputs (_output_like)
 
         self.get_inputs = base_module.get_inputs
         init = base_module.get_init_inputs()
@@ -360,13 +363,39 @@ class Problem:
         values = cuda_inputs(self.get_inputs, seed)
         return _signed(values) if signed else values
 
+    def _output_like(self, signed: bool) -> list:
+        """Model's outputs on a throwaway input set: their sizes and dtypes, for poisoning the
+        allocator before a candidate's run, with no output of the set being checked alive."""
+        if self.like is None:
+            throwaway = self.inputs(secrets_seed(), signed)
+            self.like = [torch_empty_like(t) for t in _tensors(self.model(*throwaway))]
+            del throwaway
+        return self.like
+
     def check(self, seed: int, signed: bool, what: str) -> str | None:
-        """Model against the candidate on input set (seed, signed): the candidate runs twice,
-        its output memory poisoned with each of the two patterns; its outputs, and its inputs
-        after the run (Model's after Model's run), must be Model's."""
+        """Model against the candidate on input set (seed, signed): the candidate runs first,
+        twice, its output memory poisoned with each of the two patterns, and only then Model (no
+        output of Model for these inputs exists while the candidate runs); the candidate's
+        outputs, and its inputs after the run (Model's after Model's run), must be Model's."""
         import torch
 
         inputs = self.inputs(seed, signed)
+        like = self._output_like(signed)
+        runs = []
+        for run in (0, 1):
+            if self.new is not None:  # Model's own returns are never written over (they may be its weights)
+                _poison_storage(self.returned, run)
+            _poison_allocator(like, run)
+            Phase.set(f"{what} run")
+            cand_inputs = _clone(inputs)
+            got = _tensors(self.runner(*cand_inputs))
+            torch.cuda.synchronize()  # work left on any stream must finish before reading
+            self.returned = got
+            problem = subclass_problem(got)
+            if problem is not None:
+                return problem
+            # Copied at once: the candidate's code, run again, could change what it returned.
+            runs.append(([_comparable(t.detach().clone()) for t in got], _tensors(cand_inputs)))
         Phase.set("baseline run")
         _strict_fp32()
         base_inputs = _clone(inputs)
@@ -377,24 +406,12 @@ class Problem:
             if not self.signed_ok:
                 return None
         self.fingerprints.append([fingerprint(_comparable(t)[0]) for t in expected])
-        for run in (0, 1):
-            if self.new is not None:  # Model's own returns are never written over (they may be its weights)
-                _poison_storage(self.returned, run)
-            _poison_allocator(expected, run)
-            Phase.set(f"{what} run")
-            cand_inputs = _clone(inputs)
-            got = _tensors(self.runner(*cand_inputs))
-            torch.cuda.synchronize()  # work left on any stream must finish before reading
-            self.returned = got
-            problem = subclass_problem(got)
-            if problem is not None:
-                return problem
-            comparable = [_comparable(t) for t in got]  # once, for the comparison and the samples
+        for run, (comparable, cand_inputs) in enumerate(runs):
             if run == 0:
                 self.sample(seed, bool(signed), comparable)
             problem = _mismatch(expected, comparable, self.tolerance)
             if problem is None:
-                changed = _mismatch(_tensors(base_inputs), [_comparable(t) for t in _tensors(cand_inputs)],
+                changed = _mismatch(_tensors(base_inputs), [_comparable(t) for t in cand_inputs],
                                     self.tolerance, "input")
                 problem = None if changed is None else f"its inputs after the run are not Model's: {changed}"
             if problem is not None:
@@ -418,24 +435,41 @@ class Problem:
 class TimedInputs:
     """The inputs of the timing runs: one set of tensors per side, written with fresh values
     before every pair (the same values on both sides), in place, so that the tensors a side is
-    called with stay the same objects and addresses while their values never repeat."""
+    called with stay the same objects and addresses while their values never repeat. Pair i
+    is signed (shifted to [-1, 1)) when i is odd and `signed` allows it: the judge's reference
+    says whether Model takes signed inputs (a candidate's process could lie to itself)."""
 
-    def __init__(self, problem: Problem, seed: int):
+    def __init__(self, problem: Problem, seed: int, signed: bool | None = None):
         self.problem = problem
+        self.signed = bool(problem.signed_ok) if signed is None else bool(signed)
         first = problem.inputs(seed, False)
         self.sides = [_clone(first), _clone(first)]
 
-    def fresh(self, pair: int) -> None:
-        """Write pair `pair`'s inputs (signed on every other pair where Model allows it), from
-        a seed no code in this process can predict."""
+    def signed_pair(self, pair: int) -> bool:
+        return self.signed and pair % 2 == 1
+
+    def fresh(self, pair: int, seed: int | None = None) -> None:
+        """Write pair `pair`'s inputs from `seed` (the judge's, profiler.sandbox.clock.pair_seed),
+        or from a seed no code in this process can predict."""
         import secrets
 
-        signed = bool(self.problem.signed_ok) and pair % 2 == 1
-        self.write(self.problem.inputs(secrets.randbits(31), signed))
+        self.write(self.problem.inputs(secrets.randbits(31) if seed is None else seed, self.signed_pair(pair)))
 
     def write(self, values: list) -> None:
         for side in self.sides:
             write_in_place(side, values)
+
+
+def secrets_seed() -> int:
+    import secrets
+
+    return secrets.randbits(31)
+
+
+def torch_empty_like(tensor):
+    import torch
+
+    return torch.empty_like(tensor)
 
 
 def write_in_place(targets: list, values: list) -> None:
@@ -554,7 +588,7 @@ def _run_kernelbench(request: dict) -> dict:
     extra["signed_inputs"] = bool(problem.signed_ok)
     Phase.set("timing")
     ops = torch_ops()
-    timed = TimedInputs(problem, seeds[0])
+    timed = TimedInputs(problem, seeds[0], request.get("signed_timing"))
     base_inputs, cand_inputs = timed.sides
     runner = problem.runner
     base_fn = lambda: problem.model(*base_inputs)  # noqa: E731 - closures the timer calls
@@ -563,18 +597,19 @@ def _run_kernelbench(request: dict) -> dict:
     sizes = {"input_bytes": _bytes(base_inputs), "output_bytes": _bytes(base_fn()), **device_facts()}
     if profiling:
         sizes["flops"] = model_flops(problem.model, base_inputs)
+        sizes["signed_ok"] = bool(problem.signed_ok)
     escape = None
     try:
         if profiling:
             timing = {"candidate": sample_one(base_fn, ops, budget_s=budget, fresh=timed.fresh,
                                               runs=protocol.get("timed_runs"))}
         else:
-            pair = time_pair(base_fn, cand_fn, ops, budget_s=budget, fresh=timed.fresh, keep=_keep,
-                             check=_check_timed(tolerance), runs=protocol.get("timed_runs"))
+            pair = time_pair(base_fn, cand_fn, ops, budget_s=budget, keep=_keep, check=_check_timed(tolerance),
+                             runs=protocol.get("timed_runs"), audit=audited(timed))
             timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
             escape = pair.escape_json()
     except TimedRunWrong as exc:
-        return {"outcome": "wrong", "where": f"timed run {exc.pair + 1}", "problem": exc.problem,
+        return {"outcome": "wrong", "where": "timed run", "timed_run": exc.pair + 1, "problem": exc.problem,
                 "inputs_checked": checked, "extra": extra, **common}
     # What a timed call returns, in the timed tensors, on input set seeds[0], which the judge
     # compares with Model's in a process of its own (Model alone samples the same call).
@@ -592,6 +627,52 @@ def _run_kernelbench(request: dict) -> dict:
     return {"outcome": "measured", "inputs_checked": checked, "timing": timing, "escape": escape, "peak_gbs": peak,
             "bytes_moved": sizes["input_bytes"] + sizes["output_bytes"], "sizes": sizes,
             "constant_outputs": constant_across(problem.fingerprints), "samples": problem.samples, "extra": extra, **common}
+
+
+def audited(timed: TimedInputs) -> Audited:
+    """A timing's pairs in the judge's batches (profiler.sandbox.clock), each pair's inputs from
+    its seed, the candidate's output of every pair fingerprinted with the batch's key."""
+    return Audited(clock.current(), timed.fresh, lambda kept, key: prints.fingerprint(kept, key), clock.pair_seed)
+
+
+def run_audit(request: dict) -> dict:
+    """Model alone, in a process that runs no candidate code, on pairs of a candidate's timing
+    the judge picked after that timing ended: Model's fingerprint of each pair's inputs with
+    the pair's key, and how far an agreeing output's may lie (profiler.measure.fingerprint);
+    then the same timing loop as the candidate's, Model against Model, for "calibrate" pairs
+    (the judge's clock over its batches says what that loop costs outside its timed runs
+    when no candidate code runs).
+
+    The request: {"kind": "kernelbench_audit", "baseline": {"source", "filename"}, "seeds",
+    "pairs": [{"seed", "signed", "key"}], "calibrate": N, "time_budget_s", "cuda_arch"}."""
+    import torch
+
+    from profiler.run.device import capture_torch, torch_ops
+
+    torch.set_grad_enabled(False)
+    _strict_fp32()
+    capture_torch()
+    if not torch.cuda.is_available():
+        return {"outcome": "no_gpu", "compiled": False, "message": "not audited: no GPU"}
+    pin_cuda_arch(request.get("cuda_arch"))
+    Phase.set("load baseline")
+    module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
+    problem = Problem(module, None, request["seeds"][0])
+    Phase.set("audit")
+    fingerprints, tolerances = [], []
+    for pair in request["pairs"]:
+        _strict_fp32()
+        expected = _tensors(problem.model(*problem.inputs(int(pair["seed"]), bool(pair["signed"]))))
+        torch.cuda.synchronize()
+        fingerprints.append(prints.fingerprint(expected, int(pair["key"])))
+        tolerances.append(prints.tolerance(expected))
+        del expected
+    Phase.set("timing")
+    timed = TimedInputs(problem, request["seeds"][0], bool(request.get("signed_timing")))
+    base_inputs, other_inputs = timed.sides
+    time_pair(lambda: problem.model(*base_inputs), lambda: problem.model(*other_inputs), torch_ops(),
+              keep=_keep, check=_check_timed(None), runs=max(2, int(request.get("calibrate", 0))), audit=audited(timed))
+    return {"outcome": "audit", "fingerprints": fingerprints, "tolerances": tolerances}
 
 
 def _compile_caches_beside_the_build() -> None:

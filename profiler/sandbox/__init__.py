@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from profiler.paths import remove_tree
+from profiler.sandbox.clock import JudgeClock
 from profiler.sandbox.channel import (CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, TURN_NEXT, accept_result,
                                       control_message)
 from profiler.sandbox.environment import sandbox_environment
@@ -83,6 +84,9 @@ class SandboxOutcome:
     # (started_s_before: 0 for one started for it, more for a pre-started one), and run_s.
     process: dict = field(default_factory=dict)
     isolation: str = "none"  # "namespaces": the harness ran in PID and mount namespaces of its own
+    # The judge's clock over the run's timed batches (profiler.sandbox.clock.JudgeClock.log):
+    # the batches it granted and closed, by this process's clock.
+    clock: list[dict] = field(default_factory=list)
 
     def why(self) -> str:
         """One line on how the process ended, for a verdict's message."""
@@ -322,6 +326,7 @@ class Started:
     spawned: float  # time.monotonic() when it was started
     isolated: bool = False  # in namespaces of its own (the keeper's --isolate)
     gpu: str | None = None  # the GPU it sees (gpu_turn.device_key), None where it is hidden
+    clock: JudgeClock | None = None  # grants its timed batches (profiler.sandbox.clock)
 
     def alive(self) -> bool:
         return not _exited(self.keeper.pid)
@@ -395,7 +400,9 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
         control_r, control_w = os.pipe()
         phase_r, phase_w = os.pipe()
         result_r, result_w = os.pipe()
-        child_fds = (control_r, phase_w, result_w)
+        asks_r, asks_w = os.pipe()
+        grants_r, grants_w = os.pipe()
+        child_fds = (control_r, phase_w, result_w, asks_w, grants_r)
         work = folder / "work"
         work.mkdir()
         spawned = time.monotonic()
@@ -409,7 +416,7 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
                     start_new_session=True, pass_fds=child_fds,
                 )
             except BaseException:
-                for fd in (control_w, phase_r, result_r):
+                for fd in (control_w, phase_r, result_r, asks_r, grants_w):
                     os.close(fd)
                 raise
             finally:
@@ -420,10 +427,12 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
         raise
     phase_reader = _PhaseReader(phase_r, control_w, warm is not None)
     result_reader = _ResultReader(result_r)
+    judge_clock = JudgeClock(asks_r, grants_w)
     phase_reader.start()
     result_reader.start()
+    judge_clock.start()
     return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated,
-                   device_key(env))
+                   device_key(env), judge_clock)
 
 
 def run_sandboxed(request: dict, time_limit: float, *,
@@ -523,8 +532,12 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
                               isolation=isolation_)
     measurement, problem = accept_result(bytes(result_reader.data), nonce)
     status = "ok" if measurement is not None and keeper.returncode == 0 else "crash"
+    clock_log = []
+    if started.clock is not None:
+        started.clock.join(KEEPER_GRACE_S)
+        clock_log = started.clock.entries()
     return SandboxOutcome(status, measurement if status == "ok" else None, keeper.returncode, stderr, seconds,
-                          phase, problem, escaped, waited, isolation_)
+                          phase, problem, escaped, waited, isolation_, clock_log)
 
 
 # The pre-started sandboxes run_sandboxed() claims from (profiler.sandbox.pool); they end

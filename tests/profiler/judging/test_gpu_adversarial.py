@@ -85,13 +85,25 @@ MATMUL_GROUP = (MATMUL, [
 RMSNORM_GROUP = (RMSNORM, [
     Case("honest_rmsnorm_fused.py", "honest", "faster"),
 ])
+# Cheats that have read the judge: they read its frames and objects, slow or poison its
+# baseline, tell its warm-up and checks from its timed runs, or keep L2 lines across its flush.
+RELU_READERS = (RELU, [
+    Case("honest_relu_vec4.py", "honest", "proven"),
+    Case("relu_reads_checked_set.py", "frames: the checked set read before the runs", "never_proven"),
+    Case("relu_takes_held_output.py", "frames: the baseline's output of the pair taken", "not_faster"),
+    Case("relu_slows_baseline_slightly.py", "gc: the baseline slowed 18%, within the agreement bound",
+         "never_proven"),
+    Case("relu_nan_in_expected.py", "gc: NaN planted in the baseline's outputs, NaN returned", "never_proven"),
+    Case("relu_honest_then_cheats.py", "warm-up detection: honest for the first calls, then not", "never_proven"),
+    Case("relu_l2_persisting.py", "L2: an access-policy window that persists across the flush", "not_faster"),
+])
 # A problem of our own whose output is all zeros for every input its get_inputs makes.
 DEGENERATE_PROBLEM = "degenerate_problem.py"
 DEGENERATE_GROUP = (DEGENERATE_PROBLEM, [
     Case("degenerate_zeros.py", "degenerate problem: a constant answer", "never_proven"),
     Case("degenerate_skip_element.py", "degenerate problem: zeroed output, an element skipped", "never_proven"),
 ])
-GROUPS = [RELU_CACHES, RELU_PATCHES, SOFTMAX_GROUP, MATMUL_GROUP, RMSNORM_GROUP, DEGENERATE_GROUP]
+GROUPS = [RELU_CACHES, RELU_PATCHES, RELU_READERS, SOFTMAX_GROUP, MATMUL_GROUP, RMSNORM_GROUP, DEGENERATE_GROUP]
 
 # relu_network.py's line naming where it looks for a helper; the test points it at its own listeners.
 NETWORK_PEERS = 'PEERS = "tcp:127.0.0.1:47291 abstract:relu-peer unix:/tmp/relu-peer.sock"'
@@ -230,6 +242,13 @@ def test_relu_deferred_outputs_patches_and_the_network_prove_nothing(kernelbench
     reached = {name: count for name, count in listeners.connections().items() if count}
     assert_expected(RELU_PATCHES, verdicts,
                     *([f"relu_network.py connected to the test's listeners: {reached}"] if reached else []))
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1800)
+@pytest.mark.usefixtures("ninja_present")
+def test_relu_cheats_that_read_the_judge_prove_nothing(kernelbench_dir):
+    assert_expected(RELU_READERS, judge_group(RELU_READERS, kernelbench_dir))
 
 
 @pytest.mark.gpu

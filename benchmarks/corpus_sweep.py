@@ -3,7 +3,7 @@ and the text functions of a FIM fill, on every real file of the corpus, each cal
 
     python benchmarks/corpus_sweep.py [--corpus .corpus] [--splits train,valid,test] [--per-file 3]
 
-Files: the corpus's records (engine/training/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
+Files: the corpus's records (training/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
 sources (not the project's generated or ordinary kernels). For each file:
 dice_lsp.lsp.document_analysis.analyse (what codeAction, codeLens and hover read), then at
 `--per-file` lines chosen with --seed, the line masked: engine.fill.spans.s cut_to_span, span_ended,

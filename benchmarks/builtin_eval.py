@@ -4,7 +4,7 @@
                                       [--sources pycuda-examples]
     python benchmarks/builtin_eval.py --latency-only --model DIR --device cuda     # GPU latency
 
-Cases: real kernels by other authors that the model never saw. engine/training/corpus/build_corpus.py holds
+Cases: real kernels by other authors that the model never saw. training/corpus/build_corpus.py holds
 out whole packages (`held_out=True` in its SOURCES: the test split); from their files every
 non-template `__global__` function of at most MAX_LINES lines is taken with a small prelude
 of standard CUDA headers, kept if it compiles on its own with nvcc and if its text (whitespace
@@ -144,11 +144,11 @@ def target_cases(cases: list[Case]) -> list[int]:
 
 def random_twin(folder: Path, out: Path, seed: int) -> Path:
     """A checkpoint of the same shape and tokenizer as `folder`, with random weights
-    (initialized as engine.training.train initializes before training)."""
+    (initialized as training.train initializes before training)."""
     import torch
 
     from engine.model.loading import config_to_json, load_checkpoint, save_checkpoint
-    from engine.training.train import TrainSettings, build_model
+    from training.train import TrainSettings, build_model
 
     _, tokenizer, config = load_checkpoint(folder, "cpu", torch.float32)
     settings = TrainSettings(model=config_to_json(config), seed=seed)
@@ -263,7 +263,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=REPO / ".corpus")
     ap.add_argument("--kernels", type=int, default=30, help="held-out kernels to take cases from (at most)")
     ap.add_argument("--sources", help="only these held-out packages (comma-separated names of "
-                                      "engine/training/corpus/build_corpus.py's SOURCES, e.g. pycuda-examples)")
+                                      "training/corpus/build_corpus.py's SOURCES, e.g. pycuda-examples)")
     ap.add_argument("--per-kernel", type=int, default=3, help="statements masked per kernel (one at a time)")
     ap.add_argument("--select", choices=("statement", "line"), default="statement",
                     help="what is masked: a `;`-ended statement (the issue's cases) or any line of code "

@@ -5,7 +5,7 @@
     python benchmarks/context_eval.py --context 4096          # the model's positions: the old behaviour
     python benchmarks/context_eval.py --context 512 --split valid --cases 96 --per-file 3 --seed 3   # to choose
 
-Cases: files of the held-out packages (the corpus's test split, engine/training/corpus/build_corpus.py) longer
+Cases: files of the held-out packages (the corpus's test split, training/corpus/build_corpus.py) longer
 than 1200 tokens; in each, one `;`-ended statement of an indented line (not a comment, `return;`
 or `break;`) is masked, chosen with --seed, and the whole rest of the file is the context, as
 an editor sends it. Each case is filled as `dice fill` does by default (4 candidates), with the

@@ -4,9 +4,9 @@
 
 Reads a draws record of benchmarks/spelling_eval.py (held-out statements, each with the
 candidates the engine drew for it) and the corpus's training and validation files
-(engine/training/corpus/build_corpus.py's files.jsonl; the held-out packages are not read). Reports, for all
+(training/corpus/build_corpus.py's files.jsonl; the held-out packages are not read). Reports, for all
 statements and for those whose original the engine never drew (the misses): how many
-originals are a line of the corpus at all (C tokens one space apart, as engine.decoding.local.normalized
+originals are a line of the corpus at all (C tokens one space apart, as engine.fill.ranking.normalized
 compares fills), and how many a lookup would give among its 4 answers: the 4 lines that most
 often follow the line before the selection in the corpus. No model is run.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.decoding.local import normalized  # noqa: E402
+from engine.fill.ranking import normalized  # noqa: E402
 
 
 def corpus_lines(files_jsonl: Path) -> tuple[Counter, dict[str, Counter]]:

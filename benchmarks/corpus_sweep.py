@@ -3,10 +3,10 @@ and the text functions of a FIM fill, on every real file of the corpus, each cal
 
     python benchmarks/corpus_sweep.py [--corpus .corpus] [--splits train,valid,test] [--per-file 3]
 
-Files: the corpus's records (engine/training/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
+Files: the corpus's records (training/corpus/build_corpus.py, `.corpus/files.jsonl`) of the real
 sources (not the project's generated or ordinary kernels). For each file:
 dice_lsp.lsp.document_analysis.analyse (what codeAction, codeLens and hover read), then at
-`--per-file` lines chosen with --seed, the line masked: engine.fill.scope's cut_to_span, span_ended,
+`--per-file` lines chosen with --seed, the line masked: engine.fill.spans.s cut_to_span, span_ended,
 fits_span and engine.fill.spelling.respelled of five fills (the line, the line and another, another
 line alone, `}`, an unbalanced one), needed_names and scope_of, and engine.decoding.local's
 rank_in_scope and shows_bad_fills of four candidates, all over the whole file (the engine cuts
@@ -41,8 +41,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from dice_lsp.lsp.document_analysis import analyse
-    from engine.decoding.local import rank_in_scope, shows_bad_fills
-    from engine.fill.scope import cut_to_span, fits_span, needed_names, scope_of, span_ended
+    from engine.fill.ranking import rank_in_scope, shows_bad_fills
+    from engine.fill.names import needed_names, scope_of
+    from engine.fill.spans import cut_to_span, fits_span, span_ended
     from engine.fill.spelling import respelled
     from engine.types import Candidate
 

@@ -1,5 +1,5 @@
 """How often a real line's own text passes the engine's shape checks when that line is selected:
-the original fill must be in shape (engine.fill.scope.fits_span), kept whole when the model runs on
+the original fill must be in shape (engine.fill.spans.fits_span), kept whole when the model runs on
 past it (cut_to_span of the line followed by the code after it), and its row let stop there
 (span_ended). A line that fails them is one whose right fill the engine ranks low or never
 shows.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from dice_lsp.bench.fills import is_code_line, line_span  # noqa: E402
 from benchmarks.corpus_sweep import GENERATED  # noqa: E402
-from engine.fill import scope  # noqa: E402
+from engine.fill import spans  # noqa: E402
 
 
 def selections(text: str, rng: random.Random, count: int):
@@ -55,13 +55,13 @@ def main() -> None:
     start = time.perf_counter()
     for f in files:
         for prefix, line, suffix in selections(f["text"], rng, args.per_file):
-            if not scope.inside_one_line(prefix, suffix):
+            if not spans.inside_one_line(prefix, suffix):
                 continue
             total += 1
-            unbalanced += not scope.balanced(line)
-            fits += scope.fits_span(line, prefix, suffix)
-            kept += scope.cut_to_span(line + suffix[:300], prefix, suffix).strip() == line.strip()
-            ended += scope.span_ended(line + "\n" + suffix.lstrip("\n")[:50], prefix, suffix)
+            unbalanced += not spans.balanced(line)
+            fits += spans.fits_span(line, prefix, suffix)
+            kept += spans.cut_to_span(line + suffix[:300], prefix, suffix).strip() == line.strip()
+            ended += spans.span_ended(line + "\n" + suffix.lstrip("\n")[:50], prefix, suffix)
     share = lambda k: f"{k} ({100 * k / max(total, 1):.0f}%)"  # noqa: E731
     print(f"{len(files)} files, {total} selected lines, {share(unbalanced)} not balanced on their own: "
           f"in shape {share(fits)}, kept whole by the cut {share(kept)}, let stop {share(ended)}; "

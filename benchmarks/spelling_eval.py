@@ -13,7 +13,7 @@ builtin_eval's target sets), fills each with the built-in model and the default 
 candidates), and records every candidate the engine drew before it respelled them
 (OUT/spelling_draws-SEED-PART.json; `--part`/`--parts` split the cases over processes).
 `replay` re-runs what the engine does after drawing (engine.fill.spelling.respelled, ranking,
-engine.decoding.local.with_drawn_spellings) on those draws, with the prior off and at several shares
+engine.fill.ranking.with_drawn_spellings) on those draws, with the prior off and at several shares
 (engine.fill.spelling.PRIOR_SHARE), and prints how many fills show the original among the 4
 (C tokens, whitespace aside: dice_lsp.bench.fills.same_code). The draws do not depend on the spelling,
 so the comparison is exact: the same candidates, spelt and ranked two ways.
@@ -81,7 +81,7 @@ def found(rows: list[dict], share: float | None, candidates: int = 4) -> int:
     are respelled with the prior at `share` (None: no prior) and ranked as the engine ranks."""
     from dice_lsp.bench.fills import same_code
     from engine.fill import spelling
-    from engine.decoding.local import rank_in_scope, with_drawn_spellings
+    from engine.fill.ranking import rank_in_scope, with_drawn_spellings
     from engine.types import Candidate
 
     def candidate(text: str) -> Candidate:

@@ -1,10 +1,10 @@
 """Training throughput of the built-in model on the GPU machine: the training loop of
-engine/training/train.py as it runs, with each attention of TrainSettings.attention, in one process.
+training/train.py as it runs, with each attention of TrainSettings.attention, in one process.
 
     python benchmarks/train_speed.py [--settings engine/builtin/train_settings.json] [--steps 200]
 
 For each attention ("sdpa": SDPA over the dense [B, 1, 2T, 2T] mask, eager; "flex": the model
-torch.compile'd, flex_attention over the BlockMask) it runs engine.training.train.train for --steps steps
+torch.compile'd, flex_attention over the BlockMask) it runs training.train.train for --steps steps
 from the settings' init weights on the corpus (the same batches and noise: same seed), and reads
 its loss log: steps per second and tokens per second over the steps after the first log
 (the first step compiles), and the loss of the first step (the same weights, batch and noise,
@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.training.fim_data import CorpusSplit, FimSampler  # noqa: E402
-from engine.training.train import TrainSettings, load_tokenizer, train  # noqa: E402
+from training.fim_data import CorpusSplit, FimSampler  # noqa: E402
+from training.train import TrainSettings, load_tokenizer, train  # noqa: E402
 
 
 def loop_speed(settings: TrainSettings, steps: int, device: torch.device) -> dict:

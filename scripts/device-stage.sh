@@ -24,9 +24,9 @@ logs=$DEVICE_LOGS
 mkdir -p "$logs"
 . scripts/device-setup.sh > "$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ( python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')" \
-  && python3 -m engine.training.corpus.build_corpus --reindex ) > "$logs/reindex.log" 2>&1 &
+  && python3 -m training.corpus.build_corpus --reindex ) > "$logs/reindex.log" 2>&1 &
 unpack=$!
-timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/engine/training/test_train_gpu.py > "$logs/gpu-tests.log" 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/training/test_train_gpu.py > "$logs/gpu-tests.log" 2>&1
 echo "gpu tests rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/gpu-tests.log"; tail -3 "$logs/gpu-tests.log"
 wait $unpack; echo "reindex rc $? at $(( $(date +%s) - start )) s" | tee -a "$logs/reindex.log"
 OUT=$logs timeout 180 python3 benchmarks/train_speed.py --settings "$settings" --steps 120 > "$logs/train_speed.log" 2>&1

@@ -4,11 +4,11 @@
 #   [SETTINGS=FILE] scripts/device-train.sh SECONDS
 # trains SECONDS in this call (SETTINGS: default engine/builtin/train_settings.json). The first
 # call unpacks the corpus carried as texts in
-# .train-carry/corpus.tar.xz (engine/training/corpus/build_corpus.py's output is too large for the device's
+# .train-carry/corpus.tar.xz (training/corpus/build_corpus.py's output is too large for the device's
 # 64 MiB tree; the line arrays are rebuilt there with --reindex) and starts from the settings'
 # `init`; a later call on the same warm machine resumes from .train-run/train_state.pt. Every
 # call copies the checkpoint and the loss log to $OUT.
-# The corpus must be built with the model's tokenizer (`python -m engine.training.corpus.build_corpus --tokenizer engine/builtin`; engine.training.train
+# The corpus must be built with the model's tokenizer (`python -m training.corpus.build_corpus --tokenizer engine/builtin`; training.train
 # refuses an `init` whose vocabulary differs). Made on this machine with (xz -9e: the corpus of 2026-12-04 (d309e49) is 5.3 MB at the
 # default preset, 4.9 MB so, and the tree with the shipped weights must stay under 64 MiB):
 #   python -c "import lzma, tarfile; t = tarfile.open('.train-carry/corpus.tar.xz', 'w:xz',
@@ -27,12 +27,12 @@ logs=${DEVICE_LOGS:-/tmp/device-logs}
 mkdir -p "$out" "$logs"
 if [ ! -f .corpus/data/train_lines.npy ]; then
   python3 -c "import tarfile; tarfile.open('.train-carry/corpus.tar.xz').extractall('.')"
-  python3 -m engine.training.corpus.build_corpus --reindex
+  python3 -m training.corpus.build_corpus --reindex
 fi
 resume=()
 [ -f .train-run/train_state.pt ] && resume=(--resume)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$logs/train.log" 2>&1 || true
-python3 -m engine.training.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
+python3 -m training.train --settings "${SETTINGS:-engine/builtin/train_settings.json}" --out .train-run "${resume[@]}" \
   --stop-after "$seconds" 2>&1 | tee -a "$logs/train.log"
 rm -rf "$out/checkpoint" && mkdir -p "$out/checkpoint"
 cp .train-run/checkpoint/config.json .train-run/checkpoint/model*.safetensors* "$out/checkpoint/"

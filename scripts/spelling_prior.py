@@ -3,7 +3,7 @@ engine.fill.spelling falls back on where the file around a selection says nothin
 
     python scripts/spelling_prior.py [--corpus .corpus] [--out engine/spelling_prior.json]
 
-Counted on the corpus's `train` and `valid` files by other authors (engine/training/corpus/build_corpus.py;
+Counted on the corpus's `train` and `valid` files by other authors (training/corpus/build_corpus.py;
 the kernels this project generates are left out, they would count our own generators' habits),
 file by file, with the very reader engine.fill.spelling reads a file with (`file_spelling`):
 

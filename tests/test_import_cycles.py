@@ -5,6 +5,8 @@ with no cycle. Read from the source with ast, so nothing is imported or run."""
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,8 +220,9 @@ def test_profiler_imports_neither_dice_lsp_nor_engine():
 def test_engine_layers_import_only_downwards():
     """engine's sub-packages (docs/architecture.md): types <- model (the SDAR math, its kernels
     and their routing, checkpoint loading) ; types <- fill (a FIM fill's text: cut, scope,
-    spelling) ; model, fill <- decoding (prompts, block-diffusion decoding, the local engine) <-
-    training, serving (worker, server, the dice:// and sglang:// clients). `engine` itself
+    spelling; and its policy, which draws through a Drawer it is handed and so never imports
+    decoding) ; model, fill <- decoding (prompts, block-diffusion decoding, the local engine) <-
+    serving (worker, server, the dice:// and sglang:// clients). `engine` itself
     (`engine.load`) may import any; only serving imports it (the worker and the server load an
     engine). The engine imports nothing of dice_lsp or profiler."""
     allowed = {
@@ -227,9 +230,8 @@ def test_engine_layers_import_only_downwards():
         "model": {"types", "model"},
         "fill": {"types", "fill"},
         "decoding": {"types", "model", "fill", "decoding"},
-        "training": {"types", "model", "decoding", "training"},
         "serving": {"types", "model", "decoding", "serving", ""},
-        "": {"types", "model", "fill", "decoding", "training", "serving"},
+        "": {"types", "model", "fill", "decoding", "serving"},
         "templates": set(),  # DICE's prompt examples, data that happens to be Python
     }
     graph = import_graph(("engine", "profiler", "dice_lsp"))
@@ -246,5 +248,38 @@ def test_engine_layers_import_only_downwards():
                 if target not in allowed[layer]:
                     wrong.append(f"{module} -> {imported}")
     assert "engine.model.routes" in graph["engine.decoding.paths"]  # the graph is read
+    assert "engine.fill.repair" in graph["engine.decoding.local"]   # the local engine hands a fill to the policy
+    assert {"engine.fill.names", "engine.fill.spans", "engine.fill.ranking"} <= graph["engine.fill.repair"]
     assert {m.split(".")[1] for m in graph if m.startswith("engine.")} == set(allowed) - {""}
     assert wrong == []
+
+
+def test_fill_reads_brackets_in_one_place():
+    """engine/fill reads C/CUDA structure through engine.fill.source (its `levels` walk and
+    `owed`); no other module of it counts bracket depth by hand."""
+    fill = sorted((REPO / "engine" / "fill").glob("*.py"))
+    assert any(p.name == "source.py" for p in fill)
+    counting = [p.name for p in fill if p.name != "source.py"
+                and re.search(r"\bdepth\s*[-+]=|\{\s*\"[(\[{]\"\s*:\s*-?1", p.read_text(encoding="utf-8"))]
+    assert counting == []
+    graph = import_graph(("engine",))
+    readers = {"engine.fill.declarations", "engine.fill.spans", "engine.fill.usage"}
+    assert all("engine.fill.source" in graph[m] for m in readers)
+
+
+def test_training_stands_outside_the_installed_engine():
+    """training/ (corpus, FIM data, trainer) is a top-level folder of the repository, not a part
+    of the package a user installs: the engine never imports it, the wheel does not include it,
+    and it imports only the engine's public layers."""
+    graph = import_graph(("engine", "training"))
+    assert "training.fim_data" in graph["training.train"]   # the graph is read
+    assert [f"{m} -> {i}" for m, imports in graph.items() if m.startswith("engine")
+            for i in imports if i.split(".")[0] == "training"] == []
+    assert cycles(graph) == []
+    for path in sorted((REPO / "engine").rglob("*.py")):
+        assert "training" not in {n.split(".")[0] for n in imported_modules(path)}, path
+    found = re.search(r"\[tool\.setuptools\.packages\.find\]\s*include\s*=\s*\[([^\]]*)\]",
+                      (REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    include = re.findall(r'"([^"]+)"', found.group(1))
+    assert "engine*" in include and not any(fnmatch.fnmatch("training", pattern) for pattern in include)
+    assert not (REPO / "engine" / "training").exists()

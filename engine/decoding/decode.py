@@ -177,7 +177,7 @@ def decode(
     `kept`: the prompt keys of the caller's previous decode, reused where this prompt starts
     with the same blocks, and then this prompt's (engine.decoding.paths.PromptKeys). `ended` (the
     default preset only): given a row's answer so far (whole blocks), whether the caller needs no
-    more of it (engine.fill.scope.span_ended: a FIM fill past its span); such a row is done, its
+    more of it (engine.fill.spans.span_ended: a FIM fill past its span); such a row is done, its
     tokens so far returned with the reason "length" (the model did not stop).
 
     A row that has reached a stop token is done: its later blocks stay masked, and on the paths

@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.fill.scope import _code, _squeezed, _word, balanced
+from engine.fill.source import balanced, code_only, squeezed, word
 
 TOKEN = re.compile(r"""
     (?P<skip>\s+|//[^\n]*|/\*.*?\*/)
@@ -280,7 +280,7 @@ def file_spelling(prefix: str, suffix: str) -> FileSpelling:
 
 def _file_spelling(prefix: str, suffix: str) -> FileSpelling:
     # Runs of whitespace as one: the patterns below then never try the ways of splitting a run.
-    code = _squeezed(_code(prefix) + "\n" + _code(suffix))
+    code = squeezed(code_only(prefix) + "\n" + code_only(suffix))
     parser = _Parser(code)
     spellings: dict[str, Counter] = {}
     orders: dict[str, Counter] = {}
@@ -432,13 +432,13 @@ def _declaration(text: str, spelling: FileSpelling, suffix: str) -> str:
     value = _one(inner)
     if value is None or quals not in ("", "const"):   # volatile or register: kept as drawn
         return text
-    name = _word(m.group("name"))
+    name = word(m.group("name"))
     # Whether the code after may change the name: assigned, incremented, its address taken or
     # a reference bound to it, a member or element written, read into, or passed to a call (which may
     # take it by reference: std::swap, atomicAdd(&x), asm outputs). Then no `const`.
     changed = re.search(name + r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|(?:\+\+|--)\s*" + name + "|" + name
                         + r"\s*(?:\+\+|--|\.|->|\[)|&\s*" + name + r"|>>\s*" + name + r"|[(,]\s*" + name
-                        + r"\s*[,)]|&\s*[A-Za-z_]\w*\s*=\s*" + name, _code(suffix))
+                        + r"\s*[,)]|&\s*[A-Za-z_]\w*\s*=\s*" + name, code_only(suffix))
     forms = Counter((q, c) for q, k, c, v in spelling.declarations if k == kind and v == value.kind)
     from_file = bool(forms)
     if not from_file:   # the file declares nothing of this kind: the corpus's commoner form

@@ -78,7 +78,7 @@ def test_a_fills_decodes_share_its_prompt_and_stop_at_the_span(monkeypatch):
     """A sampled fill decodes several times on one prompt (its draw, then declarations
     `TYPE i =` of the name the code after needs): each decode after the first reuses the
     prompt's keys (engine.decoding.paths.PromptKeys) but for the blocks that differ, every one is
-    told when its rows are past the span (engine.fill.scope.span_ended), and nothing is kept after
+    told when its rows are past the span (engine.fill.spans.span_ended), and nothing is kept after
     the fill."""
     import engine.decoding.local
 

@@ -449,7 +449,7 @@ def test_rows_that_stopped_leave_the_batch_and_the_others_draw_the_same_tokens(t
 
 
 def test_a_row_the_caller_calls_ended_stops_with_its_tokens_so_far(tiny):
-    """`ended` (a FIM fill past its span, engine.fill.scope.span_ended) ends a row at the end of a
+    """`ended` (a FIM fill past its span, engine.fill.spans.span_ended) ends a row at the end of a
     block: its tokens so far are returned, as they were drawn, with the reason `length`."""
     args = dict(n=3, max_tokens=20, sampling=Sampling(temperature=1.0, seed=11), stop_ids=[])
     free = decode(tiny, prompt(8), **args)

@@ -1,16 +1,22 @@
-"""Ranking of sampled FIM fills: in the selection's shape and scope first (engine.fill.scope,
-engine.decoding.local.rank_in_scope), and LocalEngine drawing extra candidates to rank."""
+"""Ranking of sampled FIM fills: in the selection's shape and scope first (engine.fill.names,
+spans, declarations, usage; engine.fill.ranking.rank_in_scope), and the fill policy
+(engine.fill.repair) drawing extra candidates to rank through a LocalEngine."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.decoding.local import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
-                          USED_AS_SHARE, LocalEngine, normalized, rank_in_scope)
-from engine.fill.scope import (balanced, closes_in_context, cut_to_span, declaration_types, declared_names, file_names,
-                          first_invented, fits_span, initialized_declaration, inside_one_line, must_close,
-                          needed_names, redeclared, renamed_declaration, scope_of, span_ended, starts_statement,
-                          type_family, uninitialized_declaration, unknown_names, usage_type, without_type)
+from engine.decoding.local import LocalEngine
+from engine.fill.declarations import declaration_types, declared_names, redeclared, without_type
+from engine.fill.names import (file_names, first_invented, needed_names, renamed_declaration, scope_of,
+                               unknown_names)
+from engine.fill.ranking import normalized, rank_in_scope
+from engine.fill.repair import (DECLARE_OVERSAMPLE, FIM_OVERSAMPLE, ONE_LINE_MAX_TOKENS, REPAIR_ROWS, TOP_UP_SEED,
+                                USED_AS_SHARE, scope_repairs)
+from engine.fill.source import balanced
+from engine.fill.spans import closes_in_context, cut_to_span, fits_span, inside_one_line, must_close, span_ended, \
+    starts_statement
+from engine.fill.usage import initialized_declaration, type_family, uninitialized_declaration, usage_type
 from engine.types import Candidate
 
 SAXPY = (Path(__file__).resolve().parents[3] / "examples" / "saxpy.cu").read_text()
@@ -214,7 +220,7 @@ def test_a_fill_that_repeats_the_code_after_the_selection_is_cut_before_it():
 
 
 def test_an_ended_answer_gives_the_same_fill_however_it_goes_on():
-    """engine.fill.scope.span_ended: once it says an answer is ended, what the model would write next
+    """engine.fill.spans.span_ended: once it says an answer is ended, what the model would write next
     cannot change the fill (trim_suffix_overlap, then cut_to_span; whitespace aside), so its
     decoding stops there. Checked for a selection inside one line (the saxpy statement) and one
     of whole lines (a block body), over continuations that repeat the suffix, run on, or stop."""
@@ -340,7 +346,7 @@ def test_no_declaration_is_started_when_the_draw_declares_the_needed_name(tiny_f
     assert len(seen) == 1 and set(out) == {"int count = n;", "const int count = 2 * n;"}
 
 
-# The type a needed name is used as after the selection (engine.fill.scope.usage_type), and what the
+# The type a needed name is used as after the selection (engine.fill.usage.usage_type), and what the
 # engine does with it: declarations started with it, candidates of another family ranked lower.
 
 FLAG_KERNEL = "__global__ void mark(const int64_t *row, bool *out, int64_t n) {\n  const int64_t t = threadIdx.x;\n  "
@@ -498,7 +504,8 @@ FUNC_SUFFIX = "\n}\n"
 
 
 def test_unused_names_are_the_function_names_read_nowhere_around_the_selection():
-    from engine.fill.scope import function_start, unused_names
+    from engine.fill.declarations import function_start
+    from engine.fill.names import unused_names
 
     # a, minval and denom appear only where they are declared: the selection is where they are read.
     assert unused_names(FUNC_PREFIX, FUNC_SUFFIX) == {"a", "minval", "denom"}
@@ -512,7 +519,7 @@ def test_unused_names_are_the_function_names_read_nowhere_around_the_selection()
 
 
 def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
-    from engine.fill.scope import renamed_invented
+    from engine.fill.names import renamed_invented
 
     assert renamed_invented("a[idx] = (a[idx] - minval) / scale;", FUNC_PREFIX, FUNC_SUFFIX) == \
         "a[idx] = (a[idx] - minval) / denom;"
@@ -528,7 +535,7 @@ def test_an_invented_name_is_renamed_to_the_one_unused_name_and_only_then():
 
 
 def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile():
-    from engine.fill.scope import misuses_builtins
+    from engine.fill.names import misuses_builtins
 
     assert misuses_builtins("int x = blockDim.xg;") and misuses_builtins("__host__();")
     assert not misuses_builtins("int y = gridDim.y * blockDim.x;") and not misuses_builtins("// blockDim.w")
@@ -539,7 +546,7 @@ def test_a_fill_that_misuses_a_cuda_builtin_ranks_with_those_that_cannot_compile
 
 
 def test_an_invented_type_is_not_renamed_to_an_unused_value():
-    from engine.fill.scope import renamed_invented
+    from engine.fill.names import renamed_invented
 
     for fill in ("a[idx] = (scalar_t)a[idx] / minval;", "a[idx] = static_cast<real>(a[idx]) / minval;",
                  "a[idx] = a[idx] / minval; real *p = a;"):
@@ -604,7 +611,7 @@ def test_an_invented_name_is_replaced_by_a_name_of_the_file_the_model_chooses():
 
     request = InfillRequest(prefix, suffix, n=4, max_tokens=40, sampling=Sampling(temperature=1.0, seed=3))
     drawn = [_candidate("out[2] = attn_biasii;"), _candidate("out[2] = attn_bi + attn_bi;")]
-    repairs = model.scope_repairs(request, drawn, None, None)
+    repairs = scope_repairs(request, drawn, model.drawer())
     scope = scope_of(prefix, suffix)
     assert repairs and len(repairs) <= 2 * REPAIR_ROWS
     for c in repairs:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.training.fim_data import (
+from training.fim_data import (
     PAD_DOC,
     ROLE_AFTER_END,
     ROLE_CONTEXT,
@@ -27,7 +27,7 @@ from engine.training.fim_data import (
     random_span,
 )
 from engine.decoding.prompts import END_OF_TEXT, fim_prompt
-from engine.training.train import (
+from training.train import (
     TrainSettings,
     block_noise,
     build_model,
@@ -40,18 +40,18 @@ from engine.training.train import (
     training_mask_mod,
 )
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _script(name: str):
-    """A module of engine.training.corpus, the corpus builder."""
-    return importlib.import_module(f"engine.training.corpus.{name}")
+    """A module of training.corpus, the corpus builder."""
+    return importlib.import_module(f"training.corpus.{name}")
 
 
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
     """40 generated kernels, all in the train split, a 600-token BPE, and the split data:
-    the same functions engine/training/corpus/build_corpus.py runs."""
+    the same functions training/corpus/build_corpus.py runs."""
     build = _script("build_corpus")
     gen = _script("generate_kernels")
     tok_mod = _script("cuda_tokenizer")
@@ -65,7 +65,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 
 def _tokenizer(corpus: Path):
-    from engine.training.train import load_tokenizer
+    from training.train import load_tokenizer
 
     return load_tokenizer(str(corpus / "tokenizer"))
 
@@ -86,7 +86,7 @@ def _cuda_of(build, text: str) -> str:
 
 
 def test_ordinary_kernels_compile_as_cuda_and_inside_python_strings():
-    """engine/training/corpus/ordinary_kernels.py writes valid CUDA (nvcc, device code), host programs and
+    """training/corpus/ordinary_kernels.py writes valid CUDA (nvcc, device code), host programs and
     the CUDA strings of PyCUDA / CuPy / load_inline scripts (valid Python too)."""
     import random
 
@@ -138,8 +138,8 @@ def test_reindex_rebuilds_the_line_and_block_arrays_from_the_texts(tiny_corpus, 
     for split in ("train", "valid", "test"):
         source = tiny_corpus / "data" / f"{split}_texts.json"
         (tmp_path / "data" / source.name).write_text(source.read_text() if source.is_file() else "[]")
-    subprocess.run([sys.executable, "-m", "engine.training.corpus.build_corpus", "--out", str(tmp_path), "--reindex"],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "training.corpus.build_corpus", "--out", str(tmp_path), "--reindex"],
+                   check=True, capture_output=True, cwd=REPO)
     for name in ("train_lines.npy", "train_blocks.npy", "train_files.npy"):
         assert np.array_equal(np.load(tiny_corpus / "data" / name), np.load(tmp_path / "data" / name)), name
 
@@ -254,7 +254,7 @@ def test_fim_example_tokenizes_as_inference_prompt(tiny_corpus):
         window = sampler.seq_len * 4
         assert len(prefix) < window and len(suffix) < window   # whole file in the windows
         enc = tokenizer.backend_tokenizer.encode_batch([prefix, middle, suffix], add_special_tokens=False)
-        from engine.training.fim_data import Example
+        from training.fim_data import Example
 
         laid = sampler.layout(Example(enc[0].ids, enc[1].ids, enc[2].ids), room=4096)
         expected = (tokenizer.encode(fim_prompt(prefix, suffix), add_special_tokens=False)
@@ -476,7 +476,7 @@ def test_training_resumes_and_exports_a_loadable_checkpoint(tiny_corpus, tmp_pat
 def test_training_starts_from_init_weights_and_stops_after_its_seconds(tiny_corpus, tmp_path):
     """`init` starts a run from a checkpoint (training a model further on a new corpus); a run
     stopped by stop_after keeps its schedule, and --resume goes on from where it stopped."""
-    from engine.training.train import initial_weights
+    from training.train import initial_weights
 
     tokenizer = _tokenizer(tiny_corpus)
     first = train(_tiny_settings(tiny_corpus, tokenizer), tmp_path / "first", resume=False,

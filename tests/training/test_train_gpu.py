@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.training.fim_data import PAD_DOC, ROLE_CONTEXT, ROLE_END, ROLE_MIDDLE, Batch
+from training.fim_data import PAD_DOC, ROLE_CONTEXT, ROLE_END, ROLE_MIDDLE, Batch
 from engine.model.loading import config_from_json
 from engine.model.sdar import SDARForCausalLM
-from engine.training.train import TrainSettings, diffusion_loss, role_weights
+from training.train import TrainSettings, diffusion_loss, role_weights
 
-from tests.engine.training.test_builtin_train import _packed_docs
+from tests.training.test_builtin_train import _packed_docs
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 """Build the built-in model's training corpus, tokenizer and token arrays (rerunnable).
 
-    python -m engine.training.corpus.build_corpus [--out .corpus] [--generated 4000] [--ordinary 30000] [--tokenizer DIR]
+    python -m training.corpus.build_corpus [--out .corpus] [--generated 4000] [--ordinary 30000] [--tokenizer DIR]
 
 Steps, each skipped when its output is already there:
 1. fetch: `pip download` the pinned packages below (sdists or wheels) into OUT/downloads, and
@@ -8,8 +8,8 @@ Steps, each skipped when its output is already there:
    Debian's `Sources` index, and the `.debian.tar.xz` with `debian/copyright`) from
    deb.debian.org's pool into OUT/downloads/debian-pool, unpacked under OUT/downloads/NAME;
 2. collect: CUDA sources (.cu/.cuh, and headers that are clearly CUDA: they contain
-   `__global__`, `__shared__` or `threadIdx`), plus kernels from engine/training/corpus/generate_kernels.py
-   and the ordinary kernels of engine/training/corpus/ordinary_kernels.py;
+   `__global__`, `__shared__` or `threadIdx`), plus kernels from training/corpus/generate_kernels.py
+   and the ordinary kernels of training/corpus/ordinary_kernels.py;
    duplicates (whitespace aside) dropped; generated kernels also inside load_inline
    strings; nothing from the project's KernelBench folder nor DICE's evaluation records;
 3. split: the packages marked held_out are the `test` split whole (held out by repository,
@@ -18,7 +18,7 @@ Steps, each skipped when its output is already there:
    `--tokenizer DIR` an existing model's tokenizer kept as it is (to train that model on);
 5. data: the texts of each split with, per line, the character offsets of its start, its
    first non-blank character and its end, and the brace-matched blocks, from which
-   engine/training/fim_data.py cuts fill-in-the-middle spans (and tokenizes them as inference does).
+   training/fim_data.py cuts fill-in-the-middle spans (and tokenizes them as inference does).
 
 OUT/stats.json records source, version, licence, files, bytes and tokens of every part: the
 data card in docs/model-card.md is written from it.
@@ -43,9 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.training.corpus.cuda_tokenizer import build_tokenizer, save_tokenizer
-from engine.training.corpus.generate_kernels import generate
-from engine.training.corpus.ordinary_kernels import generate as generate_ordinary
+from training.corpus.cuda_tokenizer import build_tokenizer, save_tokenizer
+from training.corpus.generate_kernels import generate
+from training.corpus.ordinary_kernels import generate as generate_ordinary
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 HEADER_SUFFIXES = (".h", ".hpp", ".inl")
@@ -274,12 +274,12 @@ SOURCES = [
     Source("mlsys-lab", "mlsys-lab==0.4.0", True, "MIT", "https://pypi.org/project/mlsys-lab/", held_out=True,
            include=("*/tasks/*/ref.cu",)),
 ]
-GENERATED = Source("generated", "engine/training/corpus/generate_kernels.py (seed 0)", False,
-                   "MIT (this project)", "engine/training/corpus/generate_kernels.py")
-GENERATED_INLINE = Source("generated-load-inline", "engine/training/corpus/generate_kernels.py (seed 1), in load_inline strings",
-                          False, "MIT (this project)", "engine/training/corpus/build_corpus.py")
-ORDINARY = Source("ordinary", "engine/training/corpus/ordinary_kernels.py (seed 2)", False, "MIT (this project)",
-                  "engine/training/corpus/ordinary_kernels.py")
+GENERATED = Source("generated", "training/corpus/generate_kernels.py (seed 0)", False,
+                   "MIT (this project)", "training/corpus/generate_kernels.py")
+GENERATED_INLINE = Source("generated-load-inline", "training/corpus/generate_kernels.py (seed 1), in load_inline strings",
+                          False, "MIT (this project)", "training/corpus/build_corpus.py")
+ORDINARY = Source("ordinary", "training/corpus/ordinary_kernels.py (seed 2)", False, "MIT (this project)",
+                  "training/corpus/ordinary_kernels.py")
 
 
 @dataclass
@@ -565,7 +565,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path(".corpus"))
     ap.add_argument("--generated", type=int, default=4000, help="generated kernel files")
-    ap.add_argument("--ordinary", type=int, default=30000, help="ordinary kernel files (engine/training/corpus/ordinary_kernels.py)")
+    ap.add_argument("--ordinary", type=int, default=30000, help="ordinary kernel files (training/corpus/ordinary_kernels.py)")
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--reindex", action="store_true",
                     help="only rewrite OUT/data's line and block arrays from its *_texts.json (a corpus carried "

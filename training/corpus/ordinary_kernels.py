@@ -1,7 +1,7 @@
 """Ordinary CUDA kernels, spelt the many ways people write them, for the built-in model's corpus.
 
 The built-in model's first job is the README's: fill one statement of a small kernel that a
-user wrote in an editor. Library code on PyPI is template-heavy, and engine/training/corpus/generate_kernels.py
+user wrote in an editor. Library code on PyPI is template-heavy, and training/corpus/generate_kernels.py
 writes every kernel in one house style (`int idx = blockIdx.x * blockDim.x + threadIdx.x;`),
 so a model trained on them writes that line whatever the file around it says. These kernels are
 the small ones of tutorials, course exercises and wrapper scripts, and vary what varies between
@@ -17,7 +17,7 @@ Nothing here is copied from an evaluation file: the kinds are those of any CUDA 
 zip, saxpy, fill, copy, matrix add and product, transpose, reductions, dot product, histogram,
 stencils, thread-id prints). Deterministic for a seed.
 
-    python -m engine.training.corpus.ordinary_kernels OUT_DIR [--count N] [--seed S]
+    python -m training.corpus.ordinary_kernels OUT_DIR [--count N] [--seed S]
 """
 
 from __future__ import annotations
@@ -719,7 +719,7 @@ def generate(out_dir: Path, count: int, seed: int) -> list[Path]:
 
 
 def main() -> None:
-    from engine.training.corpus.generate_kernels import generator_main
+    from training.corpus.generate_kernels import generator_main
 
     generator_main(__doc__.splitlines()[0], generate, count=1000, seed=2)
 

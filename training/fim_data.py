@@ -15,7 +15,7 @@ function bodies).
 The end of the span is marked: the middle is followed by <|endoftext|>, and the rest of its
 last block is <|endoftext|> too (at inference the decoder fills the whole block in which the
 answer ends, so the model learns that nothing follows the end). Every token carries a role
-(ROLE_*), by which engine/training/train.py weights the loss: the middle and its end token are what a
+(ROLE_*), by which training/train.py weights the loss: the middle and its end token are what a
 fill asks of the model, the context only teaches CUDA.
 
 Examples are packed into rows of `seq_len` tokens. Each starts at a multiple of the block

@@ -1,8 +1,8 @@
 """Block-diffusion training of the built-in model on fill-in-the-middle CUDA examples.
 
-    python -m engine.training.train --settings engine/builtin/train_settings.json --out DIR [--resume]
+    python -m training.train --settings engine/builtin/train_settings.json --out DIR [--resume]
 
-Each step (BD3LM / SDAR style): a packed batch x0 of FIM examples (engine/training/fim_data.py); in
+Each step (BD3LM / SDAR style): a packed batch x0 of FIM examples (training/fim_data.py); in
 every block of `block_size` tokens, k ~ U{1..block} positions are replaced by <|MASK|>,
 giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
 
@@ -13,7 +13,7 @@ giving xt. The model reads [x0 ; xt] (length 2T) under one attention mask:
 - nothing crosses from one packed example to another.
 
 The loss is a weighted mean of the cross-entropy over masked positions, the weight set by
-each token's role (engine/training/fim_data.py): 1 on the middle, `end_weight` on the <|endoftext|>
+each token's role (training/fim_data.py): 1 on the middle, `end_weight` on the <|endoftext|>
 that marks the span's end (a fill is right only if it stops exactly there),
 `after_end_weight` on the end tokens that fill the rest of that block, `context_weight` on
 the prompt. All tokens of an example are noised, so the context still teaches CUDA itself,
@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.training.fim_data import (
+from training.fim_data import (
     PAD_DOC,
     ROLE_AFTER_END,
     ROLE_CONTEXT,

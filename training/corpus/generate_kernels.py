@@ -1,13 +1,13 @@
 """Generate small, varied, compilable CUDA kernels with `// dice:` benchmark specs.
 
-Part of the built-in model's corpus (engine/training/corpus/build_corpus.py). The permissively licensed
+Part of the built-in model's corpus (training/corpus/build_corpus.py). The permissively licensed
 CUDA on PyPI is mostly template-heavy library code (CUTLASS, CUB); the kernels users write
 and select in the editor look like these instead: elementwise maps, reductions, stencils,
 transposes, tiled matrix products, each with the benchmark spec of DESIGN.md. Names,
 types, indexing styles and block sizes vary so that the model learns the patterns rather
 than one spelling. Output is deterministic for a given seed.
 
-    python -m engine.training.corpus.generate_kernels OUT_DIR [--count N] [--seed S]
+    python -m training.corpus.generate_kernels OUT_DIR [--count N] [--seed S]
 """
 
 from __future__ import annotations

@@ -144,7 +144,9 @@ class ConnectionHandler(socketserver.StreamRequestHandler):
         if hello.get("op") != "hello":
             return self.refuse("malformed message: the first message must be {'op': 'hello', 'token': ...}")
         if not auth.token_matches(hello.get("token"), self.server.token):
-            return self.refuse(missing_token(self.server.token_path))
+            # Where the token file is, only to a client on this machine: a path names the user.
+            local = is_loopback(self.client_address[0])
+            return self.refuse(missing_token(self.server.token_path if local else None))
         out = FrameWriter(self.wfile)
         self.connection.settimeout(None)
         self.server.authenticated(self.connection)

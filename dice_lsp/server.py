@@ -13,7 +13,6 @@ from pathlib import Path
 
 from dice_lsp.lsp import transport
 from dice_lsp.lsp.wiring import create_server
-from profiler import settings
 
 
 def port_number(text: str) -> int:
@@ -29,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=port_number, default=2087, help="with --tcp: TCP port (default: %(default)s)")
     parser.add_argument(
         "--token",
-        default=settings.current().lsp_token,
+        default=transport.configured_token(),
         help="with --tcp: the token a client must send as initializationOptions.token (default: $DICE_LSP_TOKEN, "
         "which other users cannot read in the process list, else a new random one); every listener has one, "
         "loopback included",

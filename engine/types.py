@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-STRATEGIES = ("sequential", "low_confidence_static", "low_confidence_dynamic")
+# DICE's own strategy first: the editors list them in this order, the default at the top.
+STRATEGIES = ("low_confidence_static", "sequential", "low_confidence_dynamic")
 PRESETS = ("default", "dice")
 
 

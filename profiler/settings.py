@@ -1,15 +1,18 @@
-"""Every environment variable a user may set for dice-lsp, in one typed object.
+"""The environment variables that set how this machine judges candidates, in one typed object.
 
 The editor's settings (model, candidates, sampling) come from the client (dice_lsp.core.config);
 what belongs to the machine rather than to a document (where caches live, how candidates are
-isolated and built, the secrets of the servers) comes from the environment, here. The
-README's table of variables is checked against VARIABLES by the tests, and no other module
-reads a DICE_ variable but the two dice sets for its own child processes (the sandbox's
-marker, the folder where Ray's builders announce themselves; named in the README too), so
-there is no switch a user cannot find.
+isolated and built) comes from the environment, here, in every process that judges (dice-lsp,
+`dice`). The listeners' tokens are named beside the code that asks for them
+(dice_lsp.core.config for dice-lsp's; engine.serving.client for `dice engine serve`'s and its
+clients'). The
+README's table of variables is checked against VARIABLES and those two by the tests, and no
+other module reads a DICE_ variable but the two dice sets for its own child processes (the
+sandbox's marker, the folder where Ray's builders announce themselves; named in the README
+too), so there is no switch a user cannot find.
 
-This module is a leaf: the profiler, the engine's callers and the language server all import
-it, and it imports nothing of the project.
+This module is a leaf: the profiler and the language server import it, and it imports
+nothing of the project.
 """
 
 from __future__ import annotations
@@ -44,10 +47,6 @@ def describe_bytes(count: int) -> str:
 
 class Unreadable(ValueError):
     """A value that cannot be read; the variable keeps its default and the message is kept."""
-
-
-def _text(raw: str) -> str | None:
-    return raw or None
 
 
 def _folder(raw: str) -> Path | None:
@@ -98,8 +97,6 @@ def _pool(raw: str) -> int:
 
 
 CACHE_DIR = "DICE_CACHE_DIR"
-LSP_TOKEN = "DICE_LSP_TOKEN"
-ENGINE_TOKEN = "DICE_ENGINE_TOKEN"
 SANDBOX_ISOLATION = "DICE_SANDBOX_ISOLATION"
 SANDBOX_POOL = "DICE_SANDBOX_POOL"
 COMPILER_MEMORY = "DICE_COMPILER_MEMORY"
@@ -115,17 +112,11 @@ class Variable:
     read: Callable[[str], object]
     default: str  # in words, for the README and `dice doctor`
     meaning: str
-    secret: bool = False
 
 
 VARIABLES: tuple[Variable, ...] = (
     Variable(CACHE_DIR, "cache_dir", _folder, "`$XDG_CACHE_HOME/dice-lsp/results`",
              "where verdicts are cached, keyed by kernel, spec and GPU"),
-    Variable(LSP_TOKEN, "lsp_token", _text, "a new token per run, written to a 0600 file",
-             "the token `dice-lsp --tcp` asks clients for", secret=True),
-    Variable(ENGINE_TOKEN, "engine_token", _text, "none (loopback only)",
-             "the token of `dice engine serve`, and the one a `dice://` client sends when its URL has none",
-             secret=True),
     Variable(SANDBOX_ISOLATION, "sandbox_isolation", _isolation, "`auto`",
              "`auto`: candidates run in namespaces of their own where the system allows; `on`: refuse to "
              "judge without them; `off`: never"),
@@ -146,8 +137,6 @@ VARIABLES: tuple[Variable, ...] = (
 @dataclass(frozen=True)
 class Environment:
     cache_dir: Path | None = None
-    lsp_token: str | None = None
-    engine_token: str | None = None
     sandbox_isolation: str = "auto"
     sandbox_pool: int = DEFAULT_SANDBOX_POOL
     compiler_memory: int | None = DEFAULT_COMPILER_MEMORY
@@ -168,18 +157,17 @@ class Environment:
             try:
                 values[variable.attr] = variable.read(raw)
             except Unreadable as exc:
-                shown = "(hidden)" if variable.secret else repr(raw)
-                problems.append(f"{variable.name}={shown}: {exc}; using the default, {variable.default}")
+                problems.append(f"{variable.name}={raw!r}: {exc}; using the default, {variable.default}")
         return cls(**values, problems=tuple(problems))
 
     def shown(self) -> list[tuple[str, str]]:
-        """(name, value) for each variable set to other than its default, secrets hidden."""
+        """(name, value) for each variable set to other than its default."""
         default = Environment()
         rows = []
         for variable in VARIABLES:
             value = getattr(self, variable.attr)
             if value != getattr(default, variable.attr):
-                rows.append((variable.name, "(set)" if variable.secret else str(value)))
+                rows.append((variable.name, str(value)))
         return rows
 
 

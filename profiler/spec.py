@@ -506,6 +506,14 @@ def parse_spec(source: str) -> dict[str, Spec]:
     return specs
 
 
+def spec_lines(source: str) -> str:
+    """Every `dice:` line of the document, one a line as `dice: TEXT`: what a measurement of any
+    of its kernels may depend on besides the kernel's own text (a result cache's key)."""
+    if "dice:" not in source:  # most keystrokes: no parse for a document without a spec
+        return ""
+    return "\n".join(f"dice: {d.text.rstrip()}" for d in _dice_directives(source))
+
+
 def spec_errors_as_diagnostics(source: str):
     """A bad spec as an editor diagnostic (empty when the spec is fine)."""
     from profiler.results import Diagnostic

@@ -44,7 +44,6 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
-from profiler import settings
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.protocol import protocol as judging_protocol
 from profiler.sandbox.gpu_turn import GpuTurn, torch_device_key
@@ -306,7 +305,7 @@ def load_engine(spec: str) -> Any:
     from engine.types import EngineError
 
     try:
-        return engine.load(spec, token=settings.current().engine_token)
+        return engine.load(spec)
     except EngineError as exc:
         raise BenchError(f"cannot load model {spec!r}: {exc}") from exc
 

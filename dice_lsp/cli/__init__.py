@@ -164,8 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=_port, default=7777, help="TCP port (0: any free one)")
     s.add_argument(
         "--token",
-        help="shared secret clients must send; required for any address but loopback "
-        "(default: $DICE_ENGINE_TOKEN, else none)",
+        help="the token every client must send; required for any address but loopback (default: "
+        "$DICE_ENGINE_TOKEN, which other users cannot read in the process list, else a new one per run); "
+        "written to $XDG_RUNTIME_DIR/dice-lsp/engine/HOST-PORT.token (else under ~/.cache), readable "
+        "by this user only, where a dice:// client finds it",
     )
     _add_model(s)
     return _show_defaults(parser)
@@ -175,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "engine":
         from engine.serving import server
-        from profiler import settings
 
-        args.token = args.token or settings.current().engine_token
         return server.main(args)
     # Every other command checks or judges code with the profiler.
     from profiler.paths import CacheFolderError

@@ -1,7 +1,7 @@
 """`dice doctor`: what this machine gives the judge, one fact a line: the GPU, the compiler,
 how candidates are isolated (namespaces of their own: PID, mount, network; or why not), and
-the DICE_ environment variables set (profiler.settings; secrets hidden) with any that cannot
-be read. Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
+the DICE_ environment variables set (profiler.settings, and the listeners' tokens, shown only
+as set) with any that cannot be read. Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -13,12 +13,16 @@ def facts() -> dict:
     from profiler.compile import find_nvcc
     from profiler.gpu import compute_capability, gpu_name
     from profiler.sandbox.isolation import describe
+    from dice_lsp.core.config import LSP_TOKEN
+    from engine.serving.auth import environment_token
+    from engine.serving.client import ENGINE_TOKEN
     from profiler.settings import current
 
     isolated, sandbox = describe()
     environment = current()
+    shown = dict(environment.shown()) | {name: "(set)" for name in (LSP_TOKEN, ENGINE_TOKEN) if environment_token(name)}
     return {"gpu": gpu_name(), "compute_capability": compute_capability(), "nvcc": find_nvcc(),
-            "isolated": isolated, "sandbox": sandbox, "environment": dict(environment.shown()),
+            "isolated": isolated, "sandbox": sandbox, "environment": shown,
             "environment_problems": list(environment.problems)}
 
 

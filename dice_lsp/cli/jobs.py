@@ -22,7 +22,6 @@ from dice_lsp.core.engine_host import MODEL_CHOICES, ModelUnavailable
 from dice_lsp.core.jobs import JobResult, Snapshot
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
 from dice_lsp.core.text_offsets import offset_at
-from profiler import settings as environment
 from profiler.source.source_files import SourceFileError, read_source_text
 
 _RANGE = re.compile(r"(\d+):(\d+)-(\d+):(\d+)")
@@ -77,7 +76,7 @@ async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
         fill_target(snapshot.text, snapshot.path, start, end)
     else:
         optimize_target(snapshot.text, snapshot.path, kernel=args.kernel)
-    engine = AsyncEngine(settings.model, device=settings.device, token=environment.current().engine_token)
+    engine = AsyncEngine(settings.model, device=settings.device)
     try:
         report(f"loading model {settings.model}", 0)
         try:

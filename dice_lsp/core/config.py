@@ -1,4 +1,5 @@
-"""The "dice" settings section: defaults, validation, and the sampling arguments it implies.
+"""The language server's settings: the "dice" section (defaults, validation, and the sampling
+arguments it implies), and the name of its listener's token.
 
 Clients send settings three ways (initializationOptions, workspace/configuration,
 didChangeConfiguration), all as loose JSON. A bad value must never crash the server:
@@ -13,11 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.types import PRESETS, STRATEGIES
+
+# The token dice-lsp's TCP listener asks every client for, where a user sets one (else the
+# listener makes one per run: dice_lsp.lsp.transport). Not an editor setting: an editor that
+# could set it would not need it.
+LSP_TOKEN = "DICE_LSP_TOKEN"
+
 # A rewrite of a whole kernel is several times longer than a typical filled span.
 OPTIMIZE_BUDGET = 4
-
-STRATEGIES = ("low_confidence_static", "sequential", "low_confidence_dynamic")
-PRESETS = ("default", "dice")  # engine.types.PRESETS, without importing the engine here
 
 
 @dataclass(frozen=True)

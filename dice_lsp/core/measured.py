@@ -14,8 +14,7 @@ from dice_lsp.core.cache import result_key
 from dice_lsp.core.targets import TargetError, kernel_span, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from profiler.source.document import benchmark_class
-
-_SPEC_LINE = re.compile(r"^[ \t]*//[ \t]*dice:.*$", re.MULTILINE)
+from profiler.spec import spec_lines
 
 
 @dataclass(frozen=True)
@@ -26,10 +25,6 @@ class MeasuredUnit:
     name_start: int  # offsets of its name, where a hover answers
     name_end: int
     code: str  # what a measurement of it depends on, besides the spec and GPU
-
-
-def spec_text(text: str) -> str:
-    return "\n".join(m.group(0).strip() for m in _SPEC_LINE.finditer(text))
 
 
 def _cuda_units(text: str) -> list[MeasuredUnit]:
@@ -82,9 +77,9 @@ def unit_to_profile(text: str, path: str, offset: int) -> MeasuredUnit:
 
 
 def unit_key(text: str, unit: MeasuredUnit, gpu: str | None) -> str:
-    return result_key(unit.code, spec_text(text), gpu)
+    return result_key(unit.code, spec_lines(text), gpu)
 
 
 def live_keys(text: str, path: str, gpu: str | None) -> set[str]:
-    spec = spec_text(text)  # once: it is the whole file's spec lines
+    spec = spec_lines(text)  # once: it is the whole file's spec lines
     return {result_key(u.code, spec, gpu) for u in measured_units(text, path)}

@@ -23,12 +23,12 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcInvalidParams
 from pygls.workspace import PositionCodec, TextDocument
 
 from dice_lsp.core.cache import result_key
-from dice_lsp.core.measured import MeasuredUnit, measured_units, spec_text
+from dice_lsp.core.measured import MeasuredUnit, measured_units
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from dice_lsp.core.uri import document_key
 from profiler.source.document import kernelbench_classes
-from profiler.spec import SpecError, parse_spec
+from profiler.spec import SpecError, parse_spec, spec_lines
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
 INLINE_CHARS = 32 * 1024
@@ -53,6 +53,7 @@ class Analysis:
     units: list[MeasuredUnit]
     specced: frozenset[str] | None  # kernels with a spec; None when the spec has errors
     model_classes: list[tuple[str, int, int]]  # KernelBench Model/ModelNew: name, start, end
+    spec: str  # the document's `dice:` lines (profiler.spec.spec_lines), part of every unit's key
     _keys: dict[str | None, list[str]] = field(default_factory=dict)
 
     def offset(self, position: types.Position, codec: PositionCodec) -> int:
@@ -102,8 +103,7 @@ class Analysis:
     def unit_keys(self, gpu: str | None) -> list[str]:
         """The result-cache key of each unit, in order."""
         if gpu not in self._keys:
-            spec = spec_text(self.text)
-            self._keys[gpu] = [result_key(u.code, spec, gpu) for u in self.units]
+            self._keys[gpu] = [result_key(u.code, self.spec, gpu) for u in self.units]
         return self._keys[gpu]
 
 
@@ -138,6 +138,7 @@ class Parsed:
     units: list[MeasuredUnit]
     specced: frozenset[str] | None
     model_classes: list[tuple[str, int, int]]
+    spec: str
 
 
 def parse_document(text: str, path: str) -> Parsed:
@@ -150,6 +151,7 @@ def parse_document(text: str, path: str) -> Parsed:
         units=measured_units(text, path) if language else [],
         specced=_specced(text) if language == "cuda" and "dice:" in text else frozenset(),
         model_classes=_model_classes(text) if language == "kernelbench" else [],
+        spec=spec_lines(text) if language else "",
     )
 
 
@@ -158,7 +160,8 @@ def assemble(text: str, path: str, parsed: Parsed) -> Analysis:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    return Analysis(text, path, parsed.language, lines, offsets, parsed.units, parsed.specced, parsed.model_classes)
+    return Analysis(text, path, parsed.language, lines, offsets, parsed.units, parsed.specced, parsed.model_classes,
+                    parsed.spec)
 
 
 def analyse(text: str, path: str) -> Analysis:

@@ -8,9 +8,9 @@ Every listener, loopback included, needs a token: any local process (another use
 can reach a loopback port, and a client of dice-lsp can run code on this machine through
 dice.profile. The first frame must be an `initialize` whose initializationOptions carry
 `"token": "<the token>"`; anything else is answered with an error and the connection closed,
-before any LSP message is handled. When none is given one is generated, and the listener
-writes the token to a file only its user can read (token_file), where the editor clients
-look for it.
+before any LSP message is handled. When none is given (`--token`, LSP_TOKEN) one is generated, and
+the listener writes the token to a file only its user can read (token_file, through
+engine.serving.auth), where the editor clients look for it.
 
 Until it has passed the token a connection is a stranger: it gets small frames and
 AUTH_TIMEOUT_S, as one of at most MAX_STRANGERS (MAX_STRANGERS_PER_ADDRESS from one address).
@@ -26,16 +26,12 @@ reconnecting strangers before that task runs, or before the transport first read
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import functools
 import json
 import logging
 import os
-import secrets
 import select
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -44,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from dice_lsp.core.config import LSP_TOKEN
 from dice_lsp.lsp.framing import END_OF_STREAM, MAX_BODY, FrameReader
+from engine.serving import auth
 
 if TYPE_CHECKING:
     from dice_lsp.lsp.state import DiceServer
@@ -142,57 +140,21 @@ async def _authenticate(frames: FrameReader, writer: asyncio.StreamWriter, token
     params = first.get("params") if first.get("method") == types.INITIALIZE else None
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     given = options.pop(TOKEN_FIELD, None) if isinstance(options, dict) else None
-    if isinstance(given, str) and token_matches(given, token):
+    if auth.token_matches(given, token):
         return first
     writer.write(_refusal(first.get("id"), "dice-lsp: this listener needs initializationOptions.token "
                                            "(dice-lsp --tcp wrote it to its token file)"))
     return None
 
 
-def token_matches(given: str, expected: str) -> bool:
-    """In constant time whatever the lengths: both are hashed first."""
-    return hmac.compare_digest(hashlib.sha256(given.encode("utf-8", "replace")).digest(),
-                               hashlib.sha256(expected.encode()).digest())
-
-
-def token_folder() -> Path:
-    """Where token files go: $XDG_RUNTIME_DIR/dice-lsp/tcp (a per-user tmpfs) where there is
-    one, else $XDG_CACHE_HOME/dice-lsp/tcp or ~/.cache/dice-lsp/tcp: a folder of their own, kept
-    0700 (the cache folder above it is shared with the sandboxes' builds and keeps its mode).
-    The editor clients look in the same place."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "dice-lsp" / "tcp"
+def configured_token() -> str | None:
+    """The token a user set for this listener (LSP_TOKEN), if any."""
+    return auth.environment_token(LSP_TOKEN)
 
 
 def token_file(port: int) -> Path:
-    return token_folder() / f"{port}.token"
-
-
-def write_token_file(path: Path, token: str) -> None:
-    """The token in a file only this user can read or write, in a folder only this user can
-    enter; written under a temporary name and renamed, never through a symlink."""
-    path.parent.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    folder = os.stat(path.parent, follow_symlinks=False)
-    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
-        raise OSError(f"{path.parent} is not a folder of this user's")
-    if folder.st_mode & 0o077:
-        os.chmod(path.parent, 0o700)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.replace(partial, path)
-
-
-def _remove_token_file(path: Path, token: str) -> None:
-    """Only the file this listener wrote: another listener may have taken the port since."""
-    try:
-        if path.read_text().strip() == token:
-            path.unlink()
-    except OSError:
-        pass
+    """Where the listener on `port` writes its token; the editor clients read it there."""
+    return auth.token_folder("tcp") / f"{port}.token"
 
 
 class _MarkingReader(asyncio.StreamReader):
@@ -240,7 +202,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
               token_path: Path | None = None) -> int:
     """Listen until interrupted. Without a token one is generated; the token is written to
     `token_path` (default: token_file(the port listened on)) for the editor clients."""
-    token = token or secrets.token_urlsafe(32)
+    token = token or auth.new_token()
     # Connections that have not passed the token, in the order they came, with their address
     # and reader: a stranger past the caps takes the place of the oldest one that has sent
     # nothing (an editor sends its initialize at once), else of the oldest.
@@ -305,7 +267,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         bound = listener.sockets[0].getsockname()[1]
         path = token_path or token_file(bound)
         try:
-            write_token_file(path, token)
+            auth.write_token_file(path, token)
         except OSError as exc:
             print(f"dice-lsp: cannot write the token file {path}: {exc.strerror or exc}", file=sys.stderr)
             raise SystemExit(1) from None
@@ -325,7 +287,7 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         def exit_now() -> None:
             log.warning("dice-lsp: the connections did not end within %.0f s of SIGTERM; exiting", SHUTDOWN_GRACE_S)
             for written_path in written:
-                _remove_token_file(written_path, token)
+                auth.remove_token_file(written_path, token)
             os._exit(0)
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
@@ -343,5 +305,5 @@ def serve_tcp(make_server: Callable[[], DiceServer], host: str, port: int, token
         return 1
     finally:
         for path in written:
-            _remove_token_file(path, token)
+            auth.remove_token_file(path, token)
     return 0

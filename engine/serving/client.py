@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import itertools
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from engine.model import hub
+from engine.serving import auth
 from engine.serving.frames import encode_frame, read_frame_async
 from engine.decoding.base import CancelFn, EngineBase, ProgressFn
 from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineInfo, Progress, Request, request_to_wire
@@ -28,15 +31,35 @@ CONNECT_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 30.0
 SEND_TIMEOUT_S = 60.0  # a request frame must leave within this (the server reads as it goes)
 KEEPALIVE = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 3}
+ENGINE_TOKEN = "DICE_ENGINE_TOKEN"  # the token of `dice engine serve`, and the one a dice:// client sends
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def token_file(host: str, port: int) -> Path:
+    """Where the engine listening on host:port writes its token, and where a dice:// client of
+    the same user looks for it. Every loopback name is one key: a server on 127.0.0.1 is
+    reached as localhost too."""
+    key = "loopback" if is_loopback(host) else host.lower()
+    return auth.token_folder("engine") / f"{key}-{port}.token"
 
 
 def parse_dice_url(spec: str, token: str | None = None) -> tuple[str, int, str | None]:
-    """dice://HOST:PORT[?token=...] -> (host, port, token): the URL's token, else `token` (the
-    caller's setting: DICE_ENGINE_TOKEN for dice-lsp, profiler.settings)."""
+    """dice://HOST:PORT[?token=...] -> (host, port, token). The token sent is the first of: the
+    URL's, `token` (the caller's), $DICE_ENGINE_TOKEN, and the one a `dice engine serve` of this
+    user on HOST:PORT wrote to its token file."""
     url = urlsplit(spec)
     if url.scheme != "dice" or not url.hostname or not url.port:
         raise EngineError(f"bad engine address {spec!r}: expected dice://HOST:PORT[?token=...]")
-    return url.hostname, url.port, parse_qs(url.query).get("token", [None])[0] or token
+    given = parse_qs(url.query).get("token", [None])[0] or token or auth.environment_token(ENGINE_TOKEN)
+    return url.hostname, url.port, given or auth.read_token_file(token_file(url.hostname, url.port))
 
 
 def keep_alive(sock) -> None:

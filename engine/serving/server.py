@@ -1,28 +1,32 @@
 """`dice engine serve`: the engine over TCP, so that an editor on a laptop can use a GPU box.
 
 The protocol is the worker's (engine.serving.frames) after a hello: the client's first message is
-{"op": "hello", "token"}; a wrong token ends the connection. Loopback by default; any other
-address needs a shared token (`--token`; `dice engine serve` defaults it to DICE_ENGINE_TOKEN), because whoever reaches the
-port can make the GPU work. Connections are served side by side; jobs take the GPU in turn.
-Until its hello has passed, a connection gets little: a hello of at most MAX_HELLO bytes
-within HELLO_TIMEOUT_S, as one of at most MAX_UNAUTHENTICATED such connections (and
-MAX_UNAUTHENTICATED_PER_ADDRESS from one address; MAX_CONNECTIONS in all); others are refused
-at once.
+{"op": "hello", "token"}; a wrong or missing token ends the connection. Every listener has a
+token, loopback included, because whoever reaches the port (any local process, another
+user's too) can make the GPU work: `--token`, else ENGINE_TOKEN, else on loopback a new one
+per run. The token is written to a file only its user can read (client.token_file, keyed
+by the address), where a `dice://` client of the same user finds it; any other address than
+loopback needs a token given, shared with the clients elsewhere. Connections are served side
+by side; jobs take the GPU in turn. Until its hello has passed, a connection gets little: a
+hello of at most MAX_HELLO bytes within HELLO_TIMEOUT_S, as one of at most
+MAX_UNAUTHENTICATED such connections (and MAX_UNAUTHENTICATED_PER_ADDRESS from one address;
+MAX_CONNECTIONS in all); others are refused at once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import ipaddress
+import signal
 import socket
 import socketserver
 import sys
 import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from engine.decoding.base import report_to_stderr
+from engine.serving import auth
+from engine.serving.client import ENGINE_TOKEN, is_loopback, token_file
 from engine.serving.frames import HEADER, FrameError, decode_payload, encode_frame, frame_length
 from engine.serving.service import FrameWriter, error_message, serve
 
@@ -37,19 +41,12 @@ MAX_CONNECTIONS = 64
 TOO_MANY = "the engine is busy: too many connections, try again later"
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def token_matches(given: object, expected: str) -> bool:
-    """In constant time, whatever the two lengths: both are hashed to 32 bytes first."""
-    given_digest = hashlib.sha256(str(given or "").encode()).digest()
-    return hmac.compare_digest(given_digest, hashlib.sha256(expected.encode()).digest())
+def missing_token(path: Path | None) -> str:
+    """What a client without the right token is told: where the token is, and how to send it."""
+    where = f"`dice engine serve` wrote it to {path}, readable by its user only, where a dice:// client " \
+            "of that user finds it; " if path else ""
+    return f"bad or missing token: this engine asks every client for its token ({where}pass " \
+           f"dice://HOST:PORT?token=... or set {ENGINE_TOKEN})"
 
 
 def _receive(sock: socket.socket, count: int, deadline: float) -> bytes:
@@ -87,9 +84,10 @@ class EngineServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], token: str | None, engine=None):
+    def __init__(self, address: tuple[str, int], token: str, engine=None):
         self.engine = engine  # set before serve_forever
         self.token = token
+        self.token_path: Path | None = None  # where the token was written, for the refusal
         self.gpu_lock = threading.Lock()
         self._slots_lock = threading.Lock()
         self._connections: dict[socket.socket, tuple[str, bool]] = {}  # open ones: (address, authenticated)
@@ -145,9 +143,10 @@ class ConnectionHandler(socketserver.StreamRequestHandler):
             return
         if hello.get("op") != "hello":
             return self.refuse("malformed message: the first message must be {'op': 'hello', 'token': ...}")
-        expected = self.server.token
-        if expected and not token_matches(hello.get("token"), expected):
-            return self.refuse("bad or missing token (dice://HOST:PORT?token=... or DICE_ENGINE_TOKEN)")
+        if not auth.token_matches(hello.get("token"), self.server.token):
+            # Where the token file is, only to a client on this machine: a path names the user.
+            local = is_loopback(self.client_address[0])
+            return self.refuse(missing_token(self.server.token_path if local else None))
         out = FrameWriter(self.wfile)
         self.connection.settimeout(None)
         self.server.authenticated(self.connection)
@@ -155,17 +154,22 @@ class ConnectionHandler(socketserver.StreamRequestHandler):
         serve(self.server.engine, self.rfile, out, self.server.gpu_lock)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the server as Ctrl-C does: its token file is removed
+
+
 def main(args) -> int:
     """`dice engine serve --host H --port P --token T --model M`."""
-    token = args.token
+    token = args.token or auth.environment_token(ENGINE_TOKEN)
     if not is_loopback(args.host) and not token:
         print(
             f"dice engine serve: refusing to listen on {args.host} without a token: anyone who reaches "
-            "the port could run the model. Pass --token SECRET (or set DICE_ENGINE_TOKEN), or use "
+            f"the port could run the model. Pass --token SECRET (or set {ENGINE_TOKEN}), or use "
             "--host 127.0.0.1 with an SSH tunnel.",
             file=sys.stderr,
         )
         return 2
+    token = token or auth.new_token()
     import engine
 
     # Listen first: a bad port or one in use is told at once, not after loading the model.
@@ -175,6 +179,7 @@ def main(args) -> int:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"dice engine serve: cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         try:
             server.engine = engine.load(args.model)
@@ -183,10 +188,20 @@ def main(args) -> int:
             print(f"dice engine serve: {engine.load_failure(args.model, exc)}", file=sys.stderr)
             return 1
         host, port = server.server_address[:2]
-        print(f"dice engine: serving {args.model} on {host}:{port} (dice://{host}:{port})", file=sys.stderr, flush=True)
+        path = token_file(args.host, port)
+        try:
+            auth.write_token_file(path, token)
+        except OSError as exc:
+            print(f"dice engine serve: cannot write the token file {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        server.token_path = path
+        print(f"dice engine: serving {args.model} on {host}:{port} (dice://{host}:{port}); the token is in {path}",
+              file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if server.token_path is not None:
+            auth.remove_token_file(server.token_path, token)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.spec import SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
+from profiler.spec import SpecError, parse_spec, spec_errors_as_diagnostics, spec_lines, spec_template
 
 KERNEL = "__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n) { }\n"
 
@@ -233,3 +233,19 @@ def test_a_later_kernel_still_reports_its_own_bad_buffer():
     )
     err = error_of(src, kernel="")
     assert (err.line, err.column) == (5, 17) and "pointer parameter of negate, got 'q'" in err.message
+
+
+def test_spec_lines_are_the_directives_the_parser_reads():
+    """A result's cache key holds the document's spec lines: the same ones parse_spec reads,
+    so a `dice:` inside a string or a block comment changes neither."""
+    source = (
+        "//  dice: let n = 256   \n"
+        "/* dice: let n = 512 */\n"
+        'const char* s = "// dice: let n = 1024";\n'
+        "// dice: buffer y[n]\n"
+        "// dice: launch grid=1, block=n\n"
+        "__global__ void k(float* y, int n) { y[threadIdx.x] = 0; }\n"
+    )
+    assert spec_lines(source) == "dice: let n = 256\ndice: buffer y[n]\ndice: launch grid=1, block=n"
+    assert parse_spec(source)["k"].values["n"] == 256
+    assert spec_lines("__global__ void k() {}\n") == ""

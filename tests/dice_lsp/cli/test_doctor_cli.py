@@ -32,9 +32,11 @@ def test_doctor_says_when_candidates_run_without_namespaces():
 
 
 def test_doctor_shows_the_environment_set_hides_secrets_and_names_unreadable_values():
-    done = _doctor("--json", DICE_LSP_TOKEN="hunter2", DICE_SANDBOX_POOL="many", DICE_BUILD_JOBS="3")
+    done = _doctor("--json", DICE_LSP_TOKEN="hunter2", DICE_ENGINE_TOKEN="swordfish", DICE_SANDBOX_POOL="many",
+                   DICE_BUILD_JOBS="3")
     found = json.loads(done.stdout)
-    assert {"DICE_LSP_TOKEN": "(set)", "DICE_BUILD_JOBS": "3"}.items() <= found["environment"].items()
+    assert {"DICE_LSP_TOKEN": "(set)", "DICE_ENGINE_TOKEN": "(set)", "DICE_BUILD_JOBS": "3"}.items() \
+        <= found["environment"].items()
     assert "DICE_SANDBOX_POOL" not in found["environment"]
     assert [p.split("=")[0] for p in found["environment_problems"]] == ["DICE_SANDBOX_POOL"]
-    assert "hunter2" not in done.stdout + done.stderr
+    assert "hunter2" not in done.stdout + done.stderr and "swordfish" not in done.stdout + done.stderr

@@ -4,6 +4,7 @@ engine.load("dice://...")."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import select
@@ -11,29 +12,32 @@ import shutil
 import socket
 import subprocess
 import sys
+import signal
 import time
+from pathlib import Path
 
 import pytest
 
 import engine
 from engine.serving.client import AsyncEngine
 from engine.serving.frames import HEADER, encode_frame, read_frame
-from engine.serving.server import (HELLO_TIMEOUT_S, MAX_HELLO, MAX_UNAUTHENTICATED_PER_ADDRESS, TOO_MANY,
-                           token_matches)
+from engine.serving.auth import token_matches
+from engine.serving.server import HELLO_TIMEOUT_S, MAX_HELLO, MAX_UNAUTHENTICATED_PER_ADDRESS, TOO_MANY
 from engine.types import Cancelled, EngineError
 
 pytestmark = pytest.mark.timeout(120)
 TOKEN = "s3cret-for-tests"
+REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module")
-def server_process(tiny_checkpoint):
-    """(the `dice engine serve` process, its port)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def start_server(model: Path, runtime: Path, *args: str) -> tuple[subprocess.Popen, int]:
+    """A `dice engine serve` on a free loopback port, writing its token file under `runtime`
+    (its XDG_RUNTIME_DIR), once it says where it listens."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "XDG_RUNTIME_DIR": str(runtime)}
     env.pop("DICE_ENGINE_TOKEN", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "dice_lsp.cli", "engine", "serve", "--host", "127.0.0.1", "--port", "0",
-         "--token", TOKEN, "--model", str(tiny_checkpoint)],
+         "--model", str(model), *args],
         stderr=subprocess.PIPE, text=True, env=env,
     )
     port = None
@@ -43,6 +47,13 @@ def server_process(tiny_checkpoint):
             port = int(found.group(1))
             break
     assert port, "the server never said where it listens"
+    return proc, port
+
+
+@pytest.fixture(scope="module")
+def server_process(tiny_checkpoint, tmp_path_factory):
+    """(the `dice engine serve` process, its port)."""
+    proc, port = start_server(tiny_checkpoint, tmp_path_factory.mktemp("runtime"), "--token", TOKEN)
     yield proc, port
     proc.terminate()
     proc.wait(timeout=30)
@@ -85,6 +96,65 @@ def test_wrong_token_is_refused(server):
             await AsyncEngine(f"dice://127.0.0.1:{server}?token=wrong", token=TOKEN).start()
 
     asyncio.run(scenario())
+
+
+def fill_through(port: int, runtime: Path, source: Path, **env: str) -> subprocess.CompletedProcess:
+    """`dice fill` of saxpy's statement through the engine on `port`, as a user whose runtime
+    folder is `runtime`."""
+    line, column = 12, 9  # `y[i] = a * x[i] + y[i];` in examples/saxpy.cu
+    environment = {k: v for k, v in os.environ.items() if k != "DICE_ENGINE_TOKEN"}
+    environment.update({"OMP_NUM_THREADS": "1", "XDG_RUNTIME_DIR": str(runtime), **env})
+    return subprocess.run(
+        [sys.executable, "-m", "dice_lsp.cli", "fill", str(source), "--range", f"{line}:{column}-{line}:{column + 23}",
+         "--model", f"dice://127.0.0.1:{port}", "--candidates", "1", "--max-tokens", "8", "--json"],
+        capture_output=True, text=True, env=environment, timeout=300, cwd=REPO,
+    )
+
+
+def test_a_loopback_server_without_a_token_makes_one_and_refuses_clients_without_it(tiny_checkpoint, tmp_path):
+    """Any local process reaches a loopback port: `dice engine serve` there makes a token, writes
+    it where a dice:// client of its user reads it, and refuses a client that lacks it."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    source = tmp_path / "saxpy.cu"
+    source.write_text((REPO / "examples" / "saxpy.cu").read_text())
+    assert "y[i] = a * x[i] + y[i];" in source.read_text().split("\n")[11]
+    proc, port = start_server(tiny_checkpoint, runtime)
+    token_file = runtime / "dice-lsp" / "engine" / f"loopback-{port}.token"
+    try:
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        assert token_file.parent.stat().st_mode & 0o777 == 0o700
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+
+        filled = fill_through(port, runtime, source)  # the same user: the token file is read
+        assert filled.returncode == 0, filled.stderr[-2000:]
+        assert len(json.loads(filled.stdout)["candidates"]) == 1
+
+        stranger = tmp_path / "elsewhere"  # a process that cannot read the token file
+        stranger.mkdir()
+        refused = fill_through(port, stranger, source)
+        assert refused.returncode != 0 and refused.stdout == ""
+        assert "bad or missing token" in refused.stderr and str(token_file) in refused.stderr
+        assert "dice://HOST:PORT?token=" in refused.stderr and "Traceback" not in refused.stderr
+
+        given = fill_through(port, stranger, source, DICE_ENGINE_TOKEN=token)  # or given explicitly
+        assert given.returncode == 0, given.stderr[-2000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert not token_file.exists(), "the server removes its token file when it ends"
+
+
+def test_a_token_file_others_could_read_is_not_trusted(tmp_path):
+    from engine.serving.auth import read_token_file, write_token_file
+
+    path = tmp_path / "tokens" / "loopback-1.token"
+    write_token_file(path, "s3cret")
+    assert read_token_file(path) == "s3cret"
+    path.chmod(0o644)
+    assert read_token_file(path) is None
+    assert read_token_file(tmp_path / "missing.token") is None
 
 
 def test_garbage_instead_of_hello_gets_an_error(server):

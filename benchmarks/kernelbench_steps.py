@@ -2,7 +2,7 @@
 
 For the first N problems of the shared level1 folder that have a hand-written correct
 control (benchmarks/kernelbench_controls), alone on the machine, one after the other, the
-steps `dice bench`'s pipeline runs (dice_lsp/bench/worker.py) and the seconds each takes:
+steps `dice bench`'s pipeline runs (profiler/judging/worker.py) and the seconds each takes:
 the candidate's build (CPU, GPU hidden), Model alone (the reference, during which the
 verdict's sandbox starts, as the worker pre-starts it), the candidate's verdict (finding its
 build), the same verdict again (started at its turn: a warm re-judging, as the language

@@ -1,6 +1,9 @@
 """judge() and profile(): the profiler's public entry points for judging candidates, each in
 a fresh sandboxed process (profiler.judging holds the pipelines: .cu, KernelBench, and the
-KernelBench schedule `dice bench` uses too).
+KernelBench schedule `dice bench` uses too); and for judging many problems at once, as
+`dice bench` does, the pools that answer alike: JudgePool (worker processes, one per GPU
+of this machine) and RayJudgePool (a Ray cluster's GPUs; Ray is imported only when one is
+made).
 
 Never imports torch or CuPy: the language server calls these from a thread.
 """
@@ -13,10 +16,15 @@ from profiler.source.document import defines_model_new, is_kernelbench
 from profiler.judging.common import ProgressFn
 from profiler.judging.cuda import cuda_verdicts
 from profiler.judging.kernelbench import Checks, keep_a_spare, kernelbench_verdict, measured_again_if_unstable
+from profiler.judging.pool import JudgeError, JudgeJob, JudgePool, worker_slots
+from profiler.judging.ray_pool import ClusterUnavailable, RayJudgePool
 from profiler.judging.schedule import judge_kernelbench
 from profiler.protocol import DICE_LSP, Protocol
 from profiler.results import Verdict
 from profiler.sandbox.builds import process_builds, reuse_builds
+
+__all__ = ["ClusterUnavailable", "JudgeError", "JudgeJob", "JudgePool", "RayJudgePool", "judge", "profile",
+           "worker_slots"]
 
 
 def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None = None,

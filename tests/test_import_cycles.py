@@ -170,6 +170,17 @@ def test_dice_lsp_layers_import_only_downwards():
     assert wrong == []
 
 
+def test_dice_bench_judges_through_the_profilers_surface():
+    """dice_lsp/bench keeps the run, the tables and the resume; the judge pools (workers on
+    this machine's GPUs, a Ray cluster) are the profiler's, reached through profiler.judge,
+    never through profiler.judging's modules."""
+    graph = import_graph(("engine", "profiler", "dice_lsp"))
+    assert "profiler.judge" in graph["dice_lsp.bench.run"]  # the graph is read
+    wrong = [f"{module} -> {imported}" for module, imports in graph.items() if module.startswith("dice_lsp.bench")
+             for imported in imports if imported.startswith("profiler.judging")]
+    assert wrong == []
+
+
 # The profiler's sub-packages, lowest first: each imports only its own layer and those below.
 # source (reading documents) < measure (statistics, checks of outputs, timing) < sandbox (the
 # sandboxed process, from outside) < run (what runs inside it) < judging (the parent side:

@@ -5,8 +5,8 @@ A run has two phases, both recorded in OUT/results.json after every problem so t
 1. generate: the model answers each problem with N candidates, decoded as one batch
    (or, with --solutions, the candidates are read from files);
 2. judge: every candidate is spliced into its problem and judged by the profiler, in one
-   worker process per GPU (dice_lsp.bench.judge) that builds every problem's candidates
-   ahead on the CPU and times them in order on its GPU (dice_lsp.bench.worker); each
+   worker process per GPU (profiler.judge's JudgePool) that builds every problem's candidates
+   ahead on the CPU and times them in order on its GPU (profiler.judging.worker); each
    problem's phase (building, waiting for GPU, timing, done) shows on stderr
    (dice_lsp.bench.progress) and each judged problem is saved at once.
 Generating all problems before judging any keeps the model off the GPU while kernels are
@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from dice_lsp.bench import results as bench_results
 from dice_lsp.bench.extraction import fail_rejected
-from dice_lsp.bench.judge import JudgeJob, JudgePool, worker_slots
 from dice_lsp.bench.problems import discover
 from dice_lsp.bench.progress import JudgeProgress, verdict_words
 from dice_lsp.bench.report import format_table, write_chart
@@ -44,6 +43,7 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+from profiler.judge import ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.protocol import protocol as judging_protocol
 from profiler.sandbox.gpu_turn import GpuTurn, torch_device_key
@@ -324,7 +324,7 @@ def solution_candidates(folder: str) -> Callable[[Task], list[CandidateRecord]]:
 
 def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None = None) -> None:
     """Phase 2: judge every generated problem, in worker processes that build ahead and time
-    in order (dice_lsp.bench.judge); each problem is saved as soon as it is judged."""
+    in order (profiler.judge's JudgePool); each problem is saved as soon as it is judged."""
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
     protocol = judging_protocol(plan.settings["protocol"])
     jobs: list[tuple[Task, list[str]]] = []
@@ -365,11 +365,9 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None
 
 def judge_pool(judge_on: str | None) -> Any:
     """The workers that judge: one per GPU of this machine, or a Ray cluster's (`--judge`,
-    dice_lsp.bench.ray_judge), which answer alike."""
+    profiler.judge's RayJudgePool), which answer alike."""
     if not judge_on:
         return JudgePool(worker_slots())
-    from dice_lsp.bench.ray_judge import ClusterUnavailable, RayJudgePool
-
     try:
         return RayJudgePool(judge_on)
     except ClusterUnavailable as exc:

@@ -61,7 +61,7 @@ def best_correct(verdicts: list[Verdict]) -> int | None:
 
 def builders_beside() -> list[int]:
     """Processes of this machine, outside this judge, whose builds stop too while a run
-    measures: Ray's build tasks (dice_lsp.bench.ray_judge), each an empty file named by its
+    measures: Ray's build tasks (profiler.judging.ray_pool), each an empty file named by its
     process id in the folder BUILDERS_ENV names."""
     folder = os.environ.get(BUILDERS_ENV)
     try:
@@ -152,6 +152,34 @@ def nice_this_thread(nice: int) -> None:
     os.setpriority(os.PRIO_PROCESS, me, max(nice, os.getpriority(os.PRIO_PROCESS, me)))
 
 
+def build_niced(problem: Any, candidate: str, nice: int | None) -> None:
+    """One candidate built on this thread, at `nice` (None: as it is)."""
+    if nice is not None:
+        nice_this_thread(nice)
+    problem.build(candidate)
+
+
+def build_ahead(problem: Any, candidates: list[str | None]) -> int:
+    """A problem's builds done apart from its judging (a Ray build task: profiler.judging.ray_pool):
+    the candidates worth building ahead (KernelBenchProblem.buildable) built side by side, each
+    on a thread of its own at NICE (a thread's niceness never comes down, and the process may
+    judge next), so that a judge measuring on this machine stops them meanwhile. The number
+    whose build ended; a failed build decides nothing (judging builds again and says why)."""
+    todo = problem.buildable(candidates)
+    if not todo:
+        return 0
+
+    def build(candidate: str) -> bool:
+        try:
+            build_niced(problem, candidate, NICE)
+        except Exception:  # noqa: BLE001 - building ahead decides nothing
+            return False
+        return True
+
+    with ThreadPoolExecutor(len(todo), thread_name_prefix="dice-build-ahead") as builders:
+        return sum(builders.map(build, todo))
+
+
 @dataclass
 class _Planned:
     problem: Any                     # problem.KernelBenchProblem
@@ -207,11 +235,9 @@ class KernelBenchSchedule:
     def _build(self, key: Any, planned: _Planned, candidate: str, nice: int | None) -> None:
         if self.should_cancel is not None and self.should_cancel():
             return
-        if nice is not None:
-            nice_this_thread(nice)
         self._phase(key, "building")
         try:
-            planned.problem.build(candidate)
+            build_niced(planned.problem, candidate, nice)
         finally:
             # The last of the problem's builds to end says so (the others are done or ending).
             if sum(not f.done() for f in planned.builds.values()) <= 1:

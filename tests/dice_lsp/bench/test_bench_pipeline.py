@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench import worker
 from dice_lsp.bench.progress import JudgeProgress
 from dice_lsp.bench.results import load
 from dice_lsp.bench.tasks import splice_model_new
 from dice_lsp.cli import main
 from profiler.judging import problem as problems
-from profiler.judging import schedule
+from profiler.judging import schedule, worker
 
 from .conftest import copy_problems
 

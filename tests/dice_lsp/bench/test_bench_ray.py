@@ -24,10 +24,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is the cluster extra: pip install -e '.[cluster]'")
 
-from dice_lsp.bench.judge import JudgeJob  # noqa: E402
-from dice_lsp.bench.ray_judge import MAX_ATTEMPTS, RayJudgePool  # noqa: E402
 from dice_lsp.bench.results import load  # noqa: E402
 from dice_lsp.cli import main  # noqa: E402
+from profiler.judging.pool import WORKER_MODULE, JudgeJob  # noqa: E402
+from profiler.judging.ray_pool import MAX_ATTEMPTS, RayJudgePool  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -73,13 +73,13 @@ def test_ray_judging_records_what_local_judging_does_and_resumes(
 
 def ray_worker_judging() -> int | None:
     """The Ray worker process running judge_on_gpu now: the parent of a judge worker
-    (`python -m dice_lsp.bench.worker`) whose own title is Ray's `ray::judge_on_gpu`."""
+    (`python -m profiler.judging.worker`) whose own title is Ray's `ray::judge_on_gpu`."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            if b"dice_lsp.bench.worker" not in cmdline:
+            if WORKER_MODULE.encode() not in cmdline:
                 continue
             parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
             if Path(f"/proc/{parent}/cmdline").read_bytes().startswith(b"ray::judge_on_gpu"):

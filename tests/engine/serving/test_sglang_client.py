@@ -155,7 +155,9 @@ def test_a_stream_gives_its_last_chunk_and_reports_tokens():
 
 
 @needs_sglang
-def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step(device):
+    """The step as SGLang's server runs it, on the GPU too: logits and ids on `device`."""
     torch = pytest.importorskip("torch")
     yaml = pytest.importorskip("yaml")
     from sglang.srt.dllm.algorithm import get_algorithm_cls
@@ -171,12 +173,12 @@ def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step():
 
         def __init__(self, ids: list[list[int]]) -> None:
             self.batch_size = len(ids)
-            self.input_ids = torch.tensor(ids).view(-1)
+            self.input_ids = torch.tensor(ids, device=device).view(-1)
             self.dllm_prompt_mask = None
 
     vocab = 16
     generator = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 4, vocab, generator=generator)
+    logits = torch.randn(2, 4, vocab, generator=generator).to(device)
     logits[0, 2, 7] = 200.0  # a position whose top-1 probability is 1.0 in float32
     batch = Batch([[SDAR_MASK_ID] * 4, [3, SDAR_MASK_ID, SDAR_MASK_ID, SDAR_MASK_ID]])
     probs = torch.softmax(logits, dim=-1).max(dim=-1).values
@@ -193,7 +195,7 @@ def test_dice_schedule_on_sglangs_low_confidence_commits_one_token_a_step():
             committed = (before[row] != after[row]).nonzero().view(-1).tolist()
             if masked.any():
                 # exactly one, the most confident masked position, with its argmax token
-                confidence = torch.where(masked, probs[row], torch.tensor(-1.0))
+                confidence = torch.where(masked, probs[row], torch.tensor(-1.0, device=device))
                 assert committed == [int(confidence.argmax())]
                 assert after[row, committed[0]] == logits[row, committed[0]].argmax()
         steps += 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dice_lsp.bench.judge import JudgeError, JudgeJob, LiveWorkers, run_worker, stop_workers, worker_slots
+from profiler.judging.pool import JudgeError, JudgeJob, LiveWorkers, run_worker, stop_workers, worker_slots
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,8 +61,8 @@ def test_a_judge_worker_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyP
     # Shrink the margins so that the deadline (3 sandbox runs x 1 ms) cannot be met: no
     # worker process can even start in 3 ms. (Without a GPU a KernelBench candidate is not
     # run at all, so a slow candidate would not make the worker slow; the clock has to.)
-    monkeypatch.setattr("dice_lsp.bench.judge.PROBLEM_OVERHEAD_S", 0.0)
-    monkeypatch.setattr("dice_lsp.bench.judge.BUILD_LIMIT_S", 0.0)
+    monkeypatch.setattr("profiler.judging.pool.PROBLEM_OVERHEAD_S", 0.0)
+    monkeypatch.setattr("profiler.judging.pool.BUILD_LIMIT_S", 0.0)
     source = (kernelbench_dir / "level1" / "19_ReLU.py").read_text()
     job = JudgeJob(source, [source], "19_ReLU.py", time_limit=0.001)
     assert job.deadline == pytest.approx(0.003)

@@ -3,10 +3,9 @@ cluster, started for the run) or `--judge ray://HEAD:10001` (a running cluster, 
 Client) or `--judge HEAD:6379` (from a machine of the cluster).
 
 Each problem is two Ray tasks:
-- `build_ahead` (CPU: BUILD_CPUS per candidate, at most a machine's): its candidates'
-  load_inline builds side by side, as the local worker builds ahead
-  (KernelBenchProblem.buildable / build: sandboxed, GPU hidden, for the machine's GPU, so
-  nothing is built on a machine without one). What it builds stays in that machine's build
+- `build_task` (CPU: BUILD_CPUS per candidate, at most a machine's): its candidates'
+  load_inline builds side by side, by the schedule's build_ahead (profiler.judging.schedule:
+  sandboxed, GPU hidden, for the machine's GPU, so nothing is built on a machine without one). What it builds stays in that machine's build
   store (on disk where sandboxes are isolated: profiler.sandbox.builds; elsewhere the task
   builds nothing and the judge worker builds, as locally). Building decides nothing, and
   while a verdict measures on that machine its builds stop (SIGSTOP), as the local worker
@@ -31,13 +30,12 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from dice_lsp.bench.judge import JudgeError, JudgeJob, PhaseFn
+from profiler.judging.pool import JudgeError, JudgeJob, PhaseFn
 
 # CPUs a build task holds per candidate: building a load_inline extension compiles two
 # files at once (the local worker's share too: profiler.judging.problem.half_the_cpus).
@@ -72,49 +70,37 @@ def builders_dir() -> Path:
     return folder
 
 
-def build_ahead(job: dict) -> dict[str, Any]:
-    """The problem's candidates built on this machine side by side (nothing without a GPU to
-    build for), each at the local worker's build niceness in a thread of its own (a thread's
-    niceness never comes down, and this process may judge next), registered so that a judge
-    worker measuring on this machine stops them meanwhile."""
-    import profiler
+def build_task(job: dict) -> dict[str, Any]:
+    """The problem's candidates built on this machine by the schedule's build_ahead (nothing
+    without a GPU to build for), registered so that a judge worker measuring on this machine
+    stops them meanwhile."""
     import ray
-    from dice_lsp.bench.worker import _protocol
     from profiler.judging.problem import KernelBenchProblem
-    from profiler.judging.schedule import NICE, nice_this_thread
+    from profiler.judging.schedule import build_ahead
+    from profiler.judging.worker import _protocol
     from profiler.sandbox.builds import persistent_root, reuse_builds
+    from profiler.source.document import is_kernelbench
 
-    built: list[str] = []
+    built = 0
     # Builds outlive this task only in a store on disk (where sandboxes are isolated and
     # builds are reused); else the judge worker builds them itself, as it does locally.
-    if profiler.is_kernelbench(job["path"]) and reuse_builds() and persistent_root() is not None:
+    if is_kernelbench(job["path"]) and reuse_builds() and persistent_root() is not None:
         problem = KernelBenchProblem(job["baseline"], job["path"], job["time_limit"], protocol=_protocol(job))
         mark = builders_dir() / str(os.getpid())
-
-        def build_one(candidate: str) -> None:
-            nice_this_thread(NICE)
-            problem.build(candidate)
-            built.append(candidate)
-
         mark.touch()
         try:
-            builders = [threading.Thread(target=build_one, args=(candidate,), name="dice-ray-build")
-                        for candidate in problem.buildable(job["documents"])]
-            for builder in builders:
-                builder.start()
-            for builder in builders:
-                builder.join()
+            built = build_ahead(problem, job["documents"])
         finally:
             mark.unlink(missing_ok=True)
             problem.close()
-    return {"node": ray.get_runtime_context().get_node_id(), "built": len(built)}
+    return {"node": ray.get_runtime_context().get_node_id(), "built": built}
 
 
 def judge_on_gpu(job: dict) -> dict[str, Any]:
     """The problem judged by the local judge worker on this task's GPU: {"answer"} or
     {"error"} (the problem's own failure, not the machine's), with where it ran."""
     import ray
-    from dice_lsp.bench.judge import run_worker
+    from profiler.judging.pool import run_worker
     from profiler.judging.schedule import BUILDERS_ENV
 
     os.environ[BUILDERS_ENV] = str(builders_dir())  # inherited by the judge worker
@@ -186,7 +172,7 @@ class RayJudgePool:
         gpus = self.gpus()
         if not gpus:
             self.say(f"the Ray cluster {self.spec!r} has no GPU: candidates are compiled, not timed")
-        build = ray.remote(num_gpus=0, max_retries=0)(build_ahead)
+        build = ray.remote(num_gpus=0, max_retries=0)(build_task)
         # A problem's builds run side by side on one machine: as many CPUs as they need, at
         # most a machine's (a larger request could never be placed).
         machine_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]] + [1])

@@ -1,4 +1,4 @@
-"""The judge worker of `dice bench`: `python -m dice_lsp.bench.worker`, one per GPU.
+"""The judge worker of `dice bench`: `python -m profiler.judging.worker`, one per GPU.
 
 stdin: the worker's JudgeJobs, one JSON object a line ({"id": ID, **JudgeJob}), read to its
 end before any work starts. stdout: events, one JSON object a line:
@@ -7,13 +7,13 @@ end before any work starts. stdout: events, one JSON object a line:
     {"id": ID, "error": "why the problem could not be judged"}
 The profiler runs every candidate in its own sandbox; this process exists so that the bench
 can pin it to one GPU, bound each problem with a wall-clock limit and stop it as a whole
-(dice_lsp.bench.judge).
+(profiler.judging.pool).
 
 KernelBench problems are judged by the profiler's KernelBench schedule
 (profiler.judging.schedule), as the editor's are, with the builds of every problem started
 at once and overlapping the GPU steps (stopped while a run measures), and torch.compile(Model)
 timed for each problem's best correct candidate; a `.cu` problem is judged as profiler.judge
-does.
+does (cuda_verdicts).
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ class Pipeline:
         self.unplanned: dict[Any, Exception] = {}  # problems the schedule could not take, and why
 
     def run(self) -> None:
-        import profiler
+        from profiler.sandbox import Cancelled
+        from profiler.source.document import is_kernelbench
 
         for job in self.jobs:
-            if not profiler.is_kernelbench(job["path"]):
+            if not is_kernelbench(job["path"]):
                 self.events.phase(job["id"], "waiting for GPU")
                 continue
             try:
@@ -81,7 +82,7 @@ class Pipeline:
                 return
             try:
                 answer = self._judge(job)
-            except profiler.Cancelled:
+            except Cancelled:
                 raise
             except Exception as exc:  # noqa: BLE001 - one problem's failure is that problem's result
                 self.events.send({"id": job["id"], "error": f"{type(exc).__name__}: {exc}"})
@@ -89,14 +90,16 @@ class Pipeline:
             self.events.send({"id": job["id"], "answer": answer})
 
     def _judge(self, job: dict) -> dict:
-        import profiler
+        from profiler.judging.cuda import cuda_verdicts
+        from profiler.source.document import is_kernelbench
 
         if job["id"] in self.unplanned:
             raise self.unplanned[job["id"]]
-        if not profiler.is_kernelbench(job["path"]):
+        if not is_kernelbench(job["path"]):
             self.events.phase(job["id"], "timing")
-            verdicts = profiler.judge(job["baseline"], job["documents"], job["path"], time_limit=job["time_limit"],
-                                      should_cancel=self.stopping.is_set, protocol=_protocol(job))
+            # a .cu document is judged by our protocol whatever the job names (profiler.judge)
+            verdicts = cuda_verdicts(job["baseline"], list(job["documents"]), job["path"], None, job["time_limit"],
+                                     None, self.stopping.is_set)
             return {"verdicts": [v.to_json() for v in verdicts], "profile": None}
         judged = self.schedule.judge(job["id"])
         profiled = None
@@ -120,14 +123,14 @@ def _protocol(job: dict) -> Any:
 def hard_deadline(jobs: list[dict]) -> float:
     """Seconds after which the worker kills itself whatever it is doing: twice what its
     problems may take on the GPU (builds ahead run beside them)."""
-    from dice_lsp.bench.judge import JudgeJob
+    from profiler.judging.pool import JudgeJob
 
     return 2 * sum(JudgeJob(**{k: v for k, v in j.items() if k != "id"}).deadline for j in jobs)
 
 
 def main(argv: list[str]) -> int:
     if argv:
-        print("usage: python -m dice_lsp.bench.worker < JOBS.jsonl  (one JudgeJob a line)", file=sys.stderr)
+        print("usage: python -m profiler.judging.worker < JOBS.jsonl  (one JudgeJob a line)", file=sys.stderr)
         return 2
     jobs = [json.loads(line) for line in sys.stdin if line.strip()]
     events = Events(sys.stdout)

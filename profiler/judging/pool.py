@@ -1,6 +1,6 @@
-"""Judging the problems of a bench run in worker processes, one per GPU.
+"""Judging many problems in worker processes, one per GPU (`dice bench`'s judge pool).
 
-Each worker (`python -m dice_lsp.bench.worker`) gets its share of the problems at once and
+Each worker (`python -m profiler.judging.worker`) gets its share of the problems at once and
 runs them as a pipeline: builds of all its problems' candidates on the CPU ahead, judging
 in order on its GPU (see the worker for the pipeline). This side
 - pins each worker to one GPU through CUDA_VISIBLE_DEVICES, inherited by the profiler's
@@ -36,10 +36,9 @@ from profiler.judging.problem import BUILD_JOBS_ENV, build_jobs, half_the_cpus
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.sandbox import BUILD_LIMIT_S
 
-import dice_lsp
-
 # The worker must import this checkout's packages whatever the current folder is.
-PACKAGE_ROOT = str(Path(dice_lsp.__file__).resolve().parent.parent)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+WORKER_MODULE = "profiler.judging.worker"
 # Seconds an interrupted worker gets to end its sandbox before it is killed.
 STOP_GRACE_S = 10.0
 # Seconds granted to a problem on top of its candidates' own limits: loading the worker
@@ -126,7 +125,7 @@ class LiveWorkers:
 
 def run_worker(job: JudgeJob, gpu: str | None, live: LiveWorkers | None = None) -> dict[str, Any]:
     """profiler.judge(job) in a fresh worker process: {"verdicts": [...], "profile": ...}
-    as dice_lsp.bench.worker answers it (JudgeError when it could not). The process sits in
+    as profiler.judging.worker answers it (JudgeError when it could not). The process sits in
     `live` while it runs, so that a stopped run can kill it."""
     for _, answer in JudgePool([gpu], live).judge_all([job]):
         if isinstance(answer, Exception):
@@ -174,7 +173,7 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = slot
         self.folder = tempfile.mkdtemp(prefix="dice-bench-judge-")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dice_lsp.bench.worker"],
+            [sys.executable, "-m", WORKER_MODULE],
             env=env,
             cwd=self.folder,
             stdin=subprocess.PIPE,

@@ -120,7 +120,8 @@ class WarmRecords:
     "ok": bool, "seconds": float, "reason": str}}}."""
 
     def __init__(self, file: Path | None = None) -> None:
-        self.file = file or cache_root() / "warm.json"
+        """`file`: DICE_WARM_RECORD, else warm.json under cache_root()."""
+        self.file = file or Path(os.environ.get("DICE_WARM_RECORD") or cache_root() / "warm.json")
 
     def _entries(self) -> dict[str, dict]:
         try:

@@ -25,9 +25,11 @@ presets share. `forward passes` are the denoising steps; `tokens per pass` = tok
 
 Memory: `kv GB` is the KV cache the decoding path allocates for the batch
 (engine.decoding.paths.cache_bytes: on a graph path a batch bucket of rows, each a power-of-two
-cache bucket long, kept for later requests), `peak GB` what the GPU held at most during the
-decodes (torch.cuda.max_memory_allocated, weights included), and `fits` the most candidates
-whose KV cache (at this --gen, on this path) fits beside the weights in the GPU's memory. A
+cache bucket long, or whole 256-position buckets where the power of two would not fit; kept for
+later requests), `peak GB` what the GPU held at most during the decodes
+(torch.cuda.max_memory_allocated, weights included), and `fits` the most candidates whose KV
+cache (at this --gen, on this path) fits beside the weights and the headroom the engine leaves
+(engine.decoding.paths.HEADROOM_FRACTION of the card) in the GPU's memory. A
 batch whose cache would not fit is not run; its row says so.
 Prints a table and writes $OUT/preset_speed.json (OUT defaults to ./.device-out).
 """
@@ -49,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.dice_shape import DICE_1_7B, SHAPES, describe, prompt, random_model  # noqa: E402  (after the path is set)
 from engine.decoding.decode import decode  # noqa: E402
-from engine.decoding.paths import batch_bucket, cache_bytes, release_graph_paths  # noqa: E402
+from engine.decoding.paths import HEADROOM_FRACTION, batch_bucket, cache_budget, cache_bytes, release_graph_paths  # noqa: E402
 from engine.model.routes import FAST_PATHS, GPU_DEFAULT, PATHS  # noqa: E402
 from engine.types import Sampling  # noqa: E402
 
@@ -95,23 +97,28 @@ def sequence_length(prompt_tokens: int, gen: int, block: int) -> int:
     return -(-(prompt_tokens + gen) // block) * block
 
 
-def most_that_fit(config, path: str, length: int, dtype_bytes: int, free_bytes: float) -> int:
-    """The most candidates whose KV cache fits in free_bytes (0: not even one)."""
+def most_that_fit(config, path: str, length: int, dtype_bytes: int, budget: float) -> int:
+    """The most candidates whose KV cache fits in `budget` bytes (0: not even one)."""
     n = 0
-    while cache_bytes(config, path, n + 1, length, dtype_bytes) <= free_bytes and n < 1 << 16:
+    while cache_bytes(config, path, n + 1, length, dtype_bytes, budget) <= budget and n < 1 << 16:
         n = batch_bucket(n + 1) if path in FAST_PATHS else n + 1
     return n
 
 
 def memory_table(config, path: str, length: int, batches: list[int], dtype_bytes: int, weights: int,
                  gpu_bytes: float | None) -> list[dict]:
+    """Per batch: the KV cache the path allocates on a GPU of gpu_bytes holding the weights
+    (engine.decoding.paths.cache_budget: the power-of-two length where it fits, else whole
+    KEY_GRAIN positions), the exact length's, and whether it fits beside the headroom."""
+    budget = None if gpu_bytes is None else cache_budget(gpu_bytes - weights, gpu_bytes)
     rows = []
     for batch in batches:
-        kv = cache_bytes(config, path, batch, length, dtype_bytes)
+        kv = cache_bytes(config, path, batch, length, dtype_bytes, budget)
         rows.append({"batch": batch, "kv_gb": kv / GB, "kv_gb_exact": cache_bytes(config, "cached", batch, length,
                                                                                 dtype_bytes) / GB,
+                     "kv_gb_power_of_two": cache_bytes(config, path, batch, length, dtype_bytes) / GB,
                      "weights_gb": weights / GB,
-                     "fits": None if gpu_bytes is None else weights + kv <= gpu_bytes})
+                     "fits": None if budget is None else kv <= budget})
     return rows
 
 
@@ -156,19 +163,21 @@ def main() -> int:
     length = sequence_length(args.prompt_tokens, args.gen, config.block_size)
     weights = weight_bytes(config, dtype_bytes)
     memory = memory_table(config, path, length, args.batches, dtype_bytes, weights, gpu_bytes)
-    free = None if gpu_bytes is None else gpu_bytes - weights
-    fits = None if free is None else most_that_fit(config, path, length, dtype_bytes, free)
+    budget = None if gpu_bytes is None else cache_budget(gpu_bytes - weights, gpu_bytes)
+    fits = None if budget is None else most_that_fit(config, path, length, dtype_bytes, budget)
     print(f"{shape}, {dtype_bytes * 8}-bit, {args.prompt_tokens}-token prompt + {args.gen} tokens = {length} positions, "
           f"path {path}: weights {weights / GB:.2f} GB"
           + ("" if gpu_bytes is None else f", GPU {gpu_bytes / GB:.1f} GB: at most {fits} candidates' KV caches fit"))
-    print(f"{'batch':>6}{'kv GB (' + path + ')':>16}{'kv GB (exact)':>15}{'fits':>6}")
+    print(f"{'batch':>6}{'kv GB (' + path + ')':>16}{'kv GB (exact)':>15}{'kv GB (2^k)':>13}{'fits':>6}")
     for row in memory:
-        print(f"{row['batch']:>6}{row['kv_gb']:16.2f}{row['kv_gb_exact']:15.2f}{'' if row['fits'] is None else ('yes' if row['fits'] else 'no'):>6}")
+        fit = "" if row["fits"] is None else "yes" if row["fits"] else "no"
+        print(f"{row['batch']:>6}{row['kv_gb']:16.2f}{row['kv_gb_exact']:15.2f}{row['kv_gb_power_of_two']:13.2f}{fit:>6}")
     out_file = Path(os.environ.get("OUT", ".device-out")) / "preset_speed.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
     results = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
                "shape": shape, "dtype": str(dtype), "prompt_tokens": args.prompt_tokens, "gen": args.gen,
                "path": path, "gpu_gb": None if gpu_bytes is None else gpu_bytes / GB, "most_candidates_that_fit": fits,
+               "headroom_fraction": HEADROOM_FRACTION,
                "memory": memory, "runs": []}
     out_file.write_text(json.dumps(results, indent=2) + "\n")
     if args.memory_only:

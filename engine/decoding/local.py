@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -15,6 +16,7 @@ from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.decoding.context import fit_infill, prompt_budget
 from engine.decoding.decode import decode, warm_up
 from engine.decoding.paths import PromptKeys
+from engine.model.compile_cache import WarmRecords, use_persistent_caches, warm_key
 from engine.model.loading import load_checkpoint
 from engine.model.routes import FALLBACK, FAST_PATHS, Routing, default_path
 from engine.model.sdar import SDARConfig, SDARForCausalLM
@@ -53,15 +55,35 @@ class LocalEngine(EngineBase):
         model, tokenizer, config = load_checkpoint(folder, device, dtype)
         return cls(model, tokenizer, config, name or str(folder), routing)
 
-    def warm_up(self, report: Callable[[str], None]) -> None:
+    def warm_up(self, report: Callable[[str], None], records: WarmRecords | None = None) -> None:
         """Compile and capture the fast path's decoding step now (engine.decoding.decode.warm_up);
-        a path that fails hands over to the next (FALLBACK), down to the eager `cached`."""
+        a path that fails hands over to the next (FALLBACK), down to the eager `cached`. The
+        compilers' caches are kept under the user's cache folder (compile_cache.use_persistent_caches),
+        and each path's outcome in `records` (compile_cache.WarmRecords(): the user's): a path
+        that failed for this GPU, model shape, versions and source is not compiled again."""
+        if self.decode_path not in FAST_PATHS:
+            return
+        use_persistent_caches()
+        records = records or WarmRecords()
+        weight = self.model.lm_head.weight
         while self.decode_path in FAST_PATHS:
+            key = warm_key(self.config, weight.dtype, weight.device, self.decode_path, self.fusion)
+            known = records.get(key)
+            if known is not None and not known["ok"]:
+                report(f"the {self.decode_path!r} decoding path failed here before ({known['reason']}); "
+                       f"using {FALLBACK[self.decode_path]!r}")
+                self.decode_path = FALLBACK[self.decode_path]
+                continue
+            started = time.perf_counter()
             try:
                 warm_up(self.model, self.decode_path, self.config.block_size, report=report, fusion=self.fusion)
+                records.put(key, True, time.perf_counter() - started)
                 return
             except Exception as exc:  # noqa: BLE001 - dynamo's and the CUDA graphs' failures are of many kinds
-                report(f"the {self.decode_path!r} decoding path failed ({type(exc).__name__}: {exc}); "
+                reason = f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, torch.cuda.OutOfMemoryError):  # the memory another process held
+                    records.put(key, False, time.perf_counter() - started, reason[:500])
+                report(f"the {self.decode_path!r} decoding path failed ({reason}); "
                        f"using {FALLBACK[self.decode_path]!r}")
                 self.decode_path = FALLBACK[self.decode_path]
 

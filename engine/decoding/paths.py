@@ -20,8 +20,9 @@ the same tokens (tests/engine/decoding/test_decode.py, and test_decode_gpu.py on
 
 The graph paths keep their captured graphs and cache between requests (`graph_path`), with
 fixed shapes: the batch padded to 1, 8, 16, 32 or 64 rows (batch_bucket), the cache to a power
-of two of at least MIN_CACHE positions, so a compiled step is compiled once per (batch, cache)
-bucket and never per prompt length (the prompt itself always runs eagerly). engine.decoding.
+of two of at least MIN_CACHE positions (to whole KEY_GRAIN positions where the power of two
+would not fit in the GPU's memory: cache_bucket), so a compiled step is compiled once per
+(batch, cache) bucket and never per prompt length (the prompt itself always runs eagerly). engine.decoding.
 decode's warm_up pays the compilation and capture of the common buckets when the model is loaded.
 """
 
@@ -294,23 +295,76 @@ def batch_bucket(n: int) -> int:
     return 1 if n == 1 else max(MIN_BATCH, 1 << (n - 1).bit_length())
 
 
-def cache_bucket(length: int, limit: int) -> int:
+KEY_GRAIN = 256  # a cache cut to fit is a whole number of these positions (whole flex and decode-kernel tiles)
+# Device memory a graph path's cache leaves free for the rest of the process (the step's
+# activations and logits, the captured graphs' pool, the prompt's eager prefill, sampling): a
+# fraction of the card. A batch of 128 of DICE-4B's 8-row windows holds ~0.3 GB of bf16 logits
+# and twice that in fp32 for sampling; 10% of an 80 GB card is 8 GB.
+HEADROOM_FRACTION = 0.1
+
+
+def cache_bucket(length: int, limit: int, rows: int = 1, position_bytes: int = 0, budget: float | None = None) -> int:
     """The cache length a graph path allocates for a sequence of `length`: the next power of
-    two, at least MIN_CACHE, at most the model's context (in whole flex tiles)."""
+    two, at least MIN_CACHE, at most the model's context (in whole flex tiles), so that a
+    compiled step is compiled for few lengths. Where `rows` caches of that length, at
+    `position_bytes` a position, would take more than `budget` bytes, the length rounded up
+    to whole KEY_GRAIN positions instead: a large batch of long answers then fits (128
+    candidates of DICE-4B at 5120 positions take 97 GB instead of the power of two's 155 GB),
+    at the price of a compilation for its own length. The mask hides every position past
+    the sequence, so the tokens are the same at either length."""
     whole = -(-limit // FLEX_BLOCK) * FLEX_BLOCK
-    return max(length, min(whole, max(MIN_CACHE, 1 << (length - 1).bit_length())))
+    bucket = max(length, min(whole, max(MIN_CACHE, 1 << (length - 1).bit_length())))
+    if budget is not None and rows * bucket * position_bytes > budget:
+        bucket = max(length, min(whole, -(-length // KEY_GRAIN) * KEY_GRAIN))
+    return bucket
 
 
-def cache_bytes(config, path: str, n: int, length: int, dtype_bytes: int) -> int:
+def position_bytes(config, dtype_bytes: int) -> int:
+    """Bytes of one position of one row of the KV cache: keys and values of every layer."""
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * dtype_bytes
+
+
+def cache_budget(free_bytes: float, total_bytes: float) -> float:
+    """The bytes a graph path's cache may take: the device's free memory less HEADROOM_FRACTION
+    of the whole card."""
+    return free_bytes - HEADROOM_FRACTION * total_bytes
+
+
+def device_cache_budget(device: torch.device, released: int = 0) -> float | None:
+    """cache_budget on `device` now: free memory, what torch's allocator holds unused, and
+    `released` (the bytes of a cache about to be dropped); None off a GPU (no limit)."""
+    if device.type != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return cache_budget(free + unused + released, total)
+
+
+def cache_bytes(config, path: str, n: int, length: int, dtype_bytes: int, budget: float | None = None) -> int:
     """The bytes of the KV cache make_forward(path, n, length) allocates: n rows of `length`
-    positions, or on a graph path a batch bucket of cache buckets (up to twice either). A
-    graph path keeps its cache for later requests of the same batch bucket."""
+    positions, or on a graph path a batch bucket of cache buckets (up to twice either; with
+    `budget`, the free memory the path sees, the length in whole KEY_GRAIN positions where the
+    power of two would not fit: cache_bucket). A graph path keeps its cache for later
+    requests of the same batch bucket."""
     if path == "recompute":
         return 0
-    rows, positions = (batch_bucket(n), cache_bucket(length, config.max_position_embeddings)) \
-        if path in FAST_PATHS else (n, length)
-    per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * dtype_bytes
+    per_position = position_bytes(config, dtype_bytes)
+    if path in FAST_PATHS:
+        rows = batch_bucket(n)
+        positions = cache_bucket(length, config.max_position_embeddings, rows, per_position, budget)
+    else:
+        rows, positions = n, length
     return rows * positions * per_position
+
+
+def graph_cache(model: SDARForCausalLM, n: int, length: int, budget: float | None) -> KVCache:
+    """The KV cache a graph path allocates for n candidates of up to `length` positions, given
+    `budget` bytes for it (cache_bucket; None: no limit): cache_bytes(..., budget) bytes."""
+    weight = model.lm_head.weight
+    rows = batch_bucket(n)
+    per_position = position_bytes(model.config, weight.element_size())
+    max_len = cache_bucket(length, model.config.max_position_embeddings, rows, per_position, budget)
+    return KVCache.allocate(model.config, rows, max_len, weight.device, weight.dtype)
 
 
 def release_graph_paths(model: SDARForCausalLM) -> None:
@@ -334,10 +388,13 @@ def graph_path(model: SDARForCausalLM, n: int, length: int, block_size: int, com
         and current.cache.max_len >= length
     ):
         return current
+    released = 0
+    if current is not None:
+        released = sum(t.nbytes for t in (*current.cache.keys, *current.cache.values))
     paths.pop(batch, None)
-    max_len = cache_bucket(length, model.config.max_position_embeddings)
-    weight = model.lm_head.weight
-    cache = KVCache.allocate(model.config, batch, max_len, weight.device, weight.dtype)
+    current = None  # its cache is freed before the new one is allocated
+    budget = device_cache_budget(model.lm_head.weight.device, released)
+    cache = graph_cache(model, n, length, budget)
     path = paths[batch] = GraphForward(model, cache, block_size, compiled, attention, projections, fusion)
     return path
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _warm_record(tmp_path_factory):
+    """The session's own record of warm-ups (engine.model.compile_cache.WarmRecords), not the
+    user's: a path a test makes fail on purpose would otherwise be skipped in the next session."""
+    if not os.environ.get("DICE_WARM_RECORD"):
+        os.environ["DICE_WARM_RECORD"] = str(tmp_path_factory.mktemp("warm") / "warm.json")
+    yield
+
 
 # The tiny models here do microsecond-sized matmuls; with several threads on a busy 2-core CI
 # machine torch spends far longer synchronising its threads than computing.

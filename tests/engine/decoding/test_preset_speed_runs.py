@@ -21,15 +21,21 @@ def run(tmp_path: Path, *args: str) -> dict:
 
 
 def test_the_memory_table_counts_the_buckets_a_graph_path_allocates(tmp_path):
-    report = run(tmp_path, "--memory-only", "--shape", "4b", "--gen", "4096", "--batches", "8,128", "--gpu-gb", "80")
+    report = run(tmp_path, "--memory-only", "--shape", "4b", "--gen", "4096", "--batches", "8,64,128", "--gpu-gb", "80")
     assert report["path"] == "skinny" and report["runs"] == []
-    small, large = report["memory"]
-    # 1024 + 4096 positions take a cache of 8192; 36 layers x 8 KV heads x 128 x 2 bytes, keys and values
-    per_candidate = 8192 * 2 * 36 * 8 * 128 * 2 / 1e9
-    assert abs(small["kv_gb"] - 8 * per_candidate) < 1e-6 and small["fits"] is True
-    assert abs(large["kv_gb"] - 128 * per_candidate) < 1e-6 and large["fits"] is False
-    assert large["kv_gb_exact"] < large["kv_gb"]  # the exact 5120 positions
-    assert report["most_candidates_that_fit"] == 32
+    small, middle, large = report["memory"]
+    # 36 layers x 8 KV heads x 128 x 2 bytes, keys and values, a position
+    per_position = 2 * 36 * 8 * 128 * 2 / 1e9
+    # 1024 + 4096 positions: 8 candidates take the power of two, 8192 positions
+    assert abs(small["kv_gb"] - 8 * 8192 * per_position) < 1e-6 and small["fits"] is True
+    # 64 would not fit at 8192 (77 GB beside 8.8 GB of weights): their cache is the exact 5120 (whole 256s)
+    assert abs(middle["kv_gb_power_of_two"] - 64 * 8192 * per_position) < 1e-6
+    assert abs(middle["kv_gb"] - 64 * 5120 * per_position) < 1e-6 and middle["fits"] is True
+    # 128 fit at no length on 80 GB
+    assert abs(large["kv_gb"] - large["kv_gb_exact"]) < 1e-6 and large["fits"] is False
+    assert report["most_candidates_that_fit"] == 64
+    on_h200 = run(tmp_path, "--memory-only", "--shape", "4b", "--gen", "4096", "--batches", "128", "--gpu-gb", "141")
+    assert on_h200["memory"][0]["fits"] is True and on_h200["most_candidates_that_fit"] == 128
 
 
 def test_a_tiny_decode_runs_and_a_batch_that_cannot_fit_is_skipped(tmp_path):

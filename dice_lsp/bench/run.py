@@ -306,7 +306,7 @@ def load_engine(spec: str) -> Any:
     from engine.types import EngineError
 
     try:
-        return engine.load(spec, token=settings.current().engine_token)
+        return engine.load(spec, token=settings.current().engine_token, memory=settings.current().engine_memory)
     except EngineError as exc:
         raise BenchError(f"cannot load model {spec!r}: {exc}") from exc
 

@@ -77,7 +77,8 @@ async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
         fill_target(snapshot.text, snapshot.path, start, end)
     else:
         optimize_target(snapshot.text, snapshot.path, kernel=args.kernel)
-    engine = AsyncEngine(settings.model, device=settings.device, token=environment.current().engine_token)
+    engine = AsyncEngine(settings.model, device=settings.device, token=environment.current().engine_token,
+                         memory=environment.current().engine_memory)
     try:
         report(f"loading model {settings.model}", 0)
         try:
@@ -155,9 +156,6 @@ def main(args: argparse.Namespace) -> int:
         text = read_source_text(path)
     except SourceFileError as exc:  # missing, a FIFO or a device, too large, not UTF-8
         print(f"dice {args.command}: {exc}", file=sys.stderr)
-        return 2
-    if args.candidates < 1 or (args.max_tokens is not None and args.max_tokens < 1):
-        print(f"dice {args.command}: --candidates and --max-tokens must be at least 1", file=sys.stderr)
         return 2
     settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates, preset=args.preset)
     if args.max_tokens is not None:

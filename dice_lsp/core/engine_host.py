@@ -63,7 +63,8 @@ class EngineHost:
                 return self._engine
             await self._close_locked()
             self._status.update(model=settings.model, busy=True, message=f"loading model {settings.model}")
-            engine = AsyncEngine(settings.model, device=settings.device, token=environment.current().engine_token)
+            engine = AsyncEngine(settings.model, device=settings.device, token=environment.current().engine_token,
+                                 memory=environment.current().engine_memory)
             try:
                 info = await engine.start()
             except EngineError as exc:

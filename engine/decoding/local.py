@@ -16,6 +16,7 @@ import torch
 from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.decoding.context import fit_infill, prompt_budget
 from engine.decoding.decode import decode, warm_up
+from engine.decoding.memory import check_request
 from engine.decoding.paths import PromptKeys
 from engine.model.loading import load_checkpoint
 from engine.model.routes import FALLBACK, FAST_PATHS, Routing, default_path
@@ -67,8 +68,9 @@ class LocalEngine(EngineBase):
     """`Engine` of docs/architecture.md for a checkpoint folder loaded in this process."""
 
     def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str,
-                 routing: Routing = Routing()):
+                 routing: Routing = Routing(), memory: int | None = None):
         self.model = model
+        self.memory = memory  # bytes the weights and a request may take (engine.decoding.memory)
         self.tokenizer = tokenizer
         self.config = config
         self.name = name
@@ -88,9 +90,9 @@ class LocalEngine(EngineBase):
 
     @classmethod
     def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None,
-                    routing: Routing = Routing()) -> "LocalEngine":
-        model, tokenizer, config = load_checkpoint(folder, device, dtype)
-        return cls(model, tokenizer, config, name or str(folder), routing)
+                    routing: Routing = Routing(), memory: int | None = None) -> "LocalEngine":
+        model, tokenizer, config = load_checkpoint(folder, device, dtype, memory)
+        return cls(model, tokenizer, config, name or str(folder), routing, memory)
 
     def warm_up(self, report: Callable[[str], None]) -> None:
         """Compile and capture the fast path's decoding step now (engine.decoding.decode.warm_up);
@@ -127,9 +129,11 @@ class LocalEngine(EngineBase):
     def answer(self, request: Request, on_progress: ProgressFn, should_cancel: CancelFn) -> list[Candidate]:
         if isinstance(request, InfillRequest):
             request = self.fit_to_context(request)
+            if self.config.prompt_format == "fim" and inside_one_line(request.prefix, request.suffix):
+                request = replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
+        self.check_memory(request)
+        if isinstance(request, InfillRequest):
             if self.config.prompt_format == "fim":
-                if inside_one_line(request.prefix, request.suffix):
-                    request = replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
                 sampled = request.sampling.temperature != 0
                 drawn = self.fim_draw(request, FIM_OVERSAMPLE if sampled else 1, on_progress, should_cancel)
                 if sampled:
@@ -151,6 +155,17 @@ class LocalEngine(EngineBase):
                 ranked = rank_in_scope(spelt, request.prefix, request.suffix)
                 return with_drawn_spellings(ranked, {id(s): c for s, c in zip(spelt, drawn)}, request.n)
         return self.decode_batch(request, on_progress, should_cancel)
+
+    def check_memory(self, request: Request) -> None:
+        """EngineError, before anything is allocated, when the request's largest batch (a sampled
+        FIM fill draws FIM_OVERSAMPLE rows per candidate) cannot fit in the device's memory
+        (engine.decoding.memory)."""
+        task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
+        prompt_tokens = len(self.tokenizer.encode(task.prompt, add_special_tokens=False))
+        fim = isinstance(request, InfillRequest) and self.config.prompt_format == "fim"
+        rows = FIM_OVERSAMPLE if fim and request.sampling.temperature != 0 else 1
+        check_request(self.model, self.decode_path, request.n, rows, prompt_tokens, request.max_tokens,
+                      request.sampling.block_size or self.config.block_size, self.memory)
 
     def fim_draw(self, request: InfillRequest, times: int, on_progress: ProgressFn,
                  should_cancel: CancelFn) -> list[Candidate]:

@@ -27,6 +27,41 @@ def kind_of(path: str | PurePath) -> str | None:
     return _KINDS.get(PurePath(path).suffix.lower())
 
 
+def calls_load_inline(tree: ast.Module) -> bool:
+    """Whether the module calls `load_inline` (by that name, or as an attribute)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if getattr(func, "id", None) == "load_inline" or getattr(func, "attr", None) == "load_inline":
+                return True
+    return False
+
+
+def not_judgeable(path: str | PurePath, source: str, compile_only: bool = False) -> str | None:
+    """Why `dice check` (`compile_only`) or `dice profile` cannot judge this document from its
+    path and text alone, or None: a file that is neither CUDA nor Python, or a .py that parses
+    and has no `Model` (a .py is judged as a KernelBench problem; one that does not parse is
+    judged, its syntax error is the diagnostic), unless only compiled and it hands CUDA to
+    `load_inline`. A CUDA file's kernels are the caller's to ask
+    (profiler.source.cuda_source.find_kernels)."""
+    kind = kind_of(path)
+    name = PurePath(path).name
+    if kind is None:
+        suffix = PurePath(path).suffix or "no suffix"
+        return (f"{name}: dice judges CUDA (.cu, .cuh) and KernelBench (.py) files, not {suffix}; "
+                "nothing was compiled")
+    if kind == KERNELBENCH:
+        try:
+            tree = parse_python(source)
+        except (SyntaxError, ValueError):  # ValueError: a null byte
+            return None
+        classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+        if MODEL not in classes and not (compile_only and calls_load_inline(tree)):
+            return (f"{name}: no `class {MODEL}`: a .py file is judged as a KernelBench problem ({MODEL}, "
+                    f"get_inputs, get_init_inputs, and {MODEL_NEW} to time against it); nothing was compiled")
+    return None
+
+
 def is_kernelbench(path: str) -> bool:
     """Whether the profiler treats the document as KernelBench; every other path is CUDA."""
     return kind_of(path) == KERNELBENCH

@@ -27,8 +27,8 @@ def kind_of(path: str | PurePath) -> str | None:
     return _KINDS.get(PurePath(path).suffix.lower())
 
 
-def calls_load_inline(tree: ast.Module) -> bool:
-    """Whether the module calls `load_inline` (by that name, or as an attribute)."""
+def calls_load_inline(tree: ast.AST) -> bool:
+    """Whether the module (or statement) calls `load_inline` (by that name, or as an attribute)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
@@ -134,6 +134,29 @@ def kernelbench_problem(text: str) -> str:
     get_init_inputs): what DICE is shown to write a ModelNew, without a ModelNew already
     written below it. The whole text when it has no such part."""
     return text[: kernelbench_problem_end(text) or len(text)]
+
+
+def kernelbench_baseline(source: str) -> str:
+    """What a KernelBench file is judged against: the file without its ModelNew, so that the
+    baseline is Model alone. The module-level `class ModelNew` and every module-level statement
+    that calls `load_inline` (the candidate's CUDA build) become blank lines, so that the rest
+    keeps its line numbers; loading the baseline then builds nothing (on a machine without
+    CUDA, a build of ModelNew's extension would fail the baseline itself). The text unchanged
+    when it holds no ModelNew or does not parse."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return source
+    if not any(isinstance(node, ast.ClassDef) and node.name == MODEL_NEW for node in tree.body):
+        return source
+    lines = source.splitlines(keepends=True)
+    for node in tree.body:
+        if (isinstance(node, ast.ClassDef) and node.name == MODEL_NEW) or calls_load_inline(node):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            for index in range(first - 1, node.end_lineno):
+                ending = lines[index][len(lines[index].rstrip("\r\n")):]
+                lines[index] = ending
+    return "".join(lines)
 
 
 def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:

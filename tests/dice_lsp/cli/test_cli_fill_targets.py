@@ -1,0 +1,39 @@
+"""`dice fill` says what a fill needs before anything is generated: an insertion with nothing
+around it, a .cu with no kernel to judge against; and a range past the end of a line is said on
+stderr where it is clamped. The real CLI in a subprocess. A missing --model shows that the
+refusal comes before the model is loaded: its error would otherwise be the one printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def dice(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dice_lsp.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env, check=False)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n"])
+def test_an_insertion_with_nothing_around_it_says_what_it_needs(child_env, tmp_path: Path, text: str):
+    path = tmp_path / "empty.cu"
+    path.write_text(text)
+    run = dice(child_env, "fill", str(path), "--range", "1:1-1:1", "--model", str(tmp_path / "no-model"))
+    assert run.returncode == 2
+    assert run.stderr == ("dice fill: an insertion into an empty file has nothing to fill between: write the code "
+                          "around it first (for a .cu file a __global__ kernel with its benchmark spec, for a .py "
+                          "file a KernelBench Model), or select code to replace\n")
+
+
+def test_a_fill_in_a_cu_file_without_a_kernel_says_what_it_needs(child_env, tmp_path: Path):
+    path = tmp_path / "helpers.cu"
+    path.write_text("__device__ int twice(int x) {\n    return 2 * x;\n}\n")
+    run = dice(child_env, "fill", str(path), "--range", "2:5-2:18", "--model", str(tmp_path / "no-model"))
+    assert run.returncode == 2
+    assert run.stderr.startswith("dice fill: no __global__ kernel in this file: a fill is judged against the kernel")

@@ -37,3 +37,14 @@ def test_a_fill_in_a_cu_file_without_a_kernel_says_what_it_needs(child_env, tmp_
     run = dice(child_env, "fill", str(path), "--range", "2:5-2:18", "--model", str(tmp_path / "no-model"))
     assert run.returncode == 2
     assert run.stderr.startswith("dice fill: no __global__ kernel in this file: a fill is judged against the kernel")
+
+
+def test_a_column_past_the_end_of_its_line_is_said_on_stderr(child_env, tmp_path: Path):
+    path = tmp_path / "saxpy.cu"
+    path.write_text((REPO / "examples" / "saxpy.cu").read_text())
+    run = dice(child_env, "fill", str(path), "--range", "12:9-12:99", "--candidates", "1", "--max-tokens", "8",
+               "--json")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ("dice fill: --range 12:9-12:99: line 12 has 31 characters, so column 99 is read as 32, "
+                          "the end of the line\n")
+    assert json.loads(run.stdout)["range"]["end"] == {"line": 12, "column": 32}

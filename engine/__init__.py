@@ -33,11 +33,14 @@ def load_failure(spec: str, exc: Exception) -> str:
     return str(exc) if isinstance(exc, EngineError) else f"could not load {spec}: {type(exc).__name__}: {exc}"
 
 
-def load(spec: str = "builtin", device=None, dtype=None, *, routing=None, token: str | None = None):
+def load(spec: str = "builtin", device=None, dtype=None, *, routing=None, token: str | None = None,
+         memory: int | None = None):
     """spec: `builtin`, a checkpoint folder, a Hugging Face Hub id (`ORG/NAME[@REVISION]`,
     engine.model.hub), `dice://HOST:PORT[?token=...]` or `sglang://HOST:PORT`. `routing`: a
     local model's decoding path and fusions (engine.model.routes.Routing; None: the fastest
-    the machine runs). `token`: a dice:// server's, where the URL carries none."""
+    the machine runs). `token`: a dice:// server's, where the URL carries none. `memory`: bytes a
+    local model's weights and each request together may take, besides what the device has free
+    (engine.model.memory; None: no budget of its own)."""
     if spec.startswith("dice://"):
         from engine.serving.remote import RemoteEngine
 
@@ -62,4 +65,5 @@ def load(spec: str = "builtin", device=None, dtype=None, *, routing=None, token:
     from engine.decoding.local import LocalEngine  # torch: only once there is a model to load
     from engine.model.routes import Routing
 
-    return LocalEngine.from_folder(folder, device, dtype, name=spec, routing=routing or Routing())
+    return LocalEngine.from_folder(folder, device, dtype, name=spec, routing=routing or Routing(),
+                                  memory=memory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profiler.source.document import defines_model_new, is_kernelbench
+from profiler.source.document import defines_model_new, is_kernelbench, kernelbench_baseline
 from profiler.judging.common import ProgressFn
 from profiler.judging.cuda import cuda_verdicts
 from profiler.judging.kernelbench import Checks, keep_a_spare, kernelbench_verdict, measured_again_if_unstable
@@ -33,9 +33,11 @@ def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None
     """A verdict for each candidate document against the baseline document, each candidate
     in a fresh sandboxed process. on_progress(index, total) is called before each
     (1-based); should_cancel() is polled and raises Cancelled when it turns true. `protocol`
-    (profiler.protocol) applies to KernelBench documents; a .cu document is judged by ours."""
+    (profiler.protocol) applies to KernelBench documents; a .cu document is judged by ours. A
+    KernelBench baseline is its Model: a ModelNew in the baseline document is left out of it
+    (profiler.source.document.kernelbench_baseline)."""
     if is_kernelbench(path):
-        return judge_kernelbench(baseline, list(candidates), path, time_limit, on_progress, should_cancel, protocol)
+        return judge_kernelbench(kernelbench_baseline(baseline), list(candidates), path, time_limit, on_progress, should_cancel, protocol)
     return cuda_verdicts(baseline, list(candidates), path, kernel, time_limit, on_progress, should_cancel)
 
 

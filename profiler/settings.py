@@ -81,6 +81,15 @@ def _compiler_memory(raw: str) -> int | None:
     return value
 
 
+def _engine_memory(raw: str) -> int | None:
+    if not raw:
+        return None
+    match = _SIZE.fullmatch(raw)
+    if not match:
+        raise Unreadable("expected a size (e.g. 8G, 512M)")
+    return int(float(match.group(1)) * _SCALE[match.group(2).lower()])
+
+
 def _isolation(raw: str) -> str:
     # Any other word is kept, not replaced by the default: `on` is a demand, and a typo of
     # it must refuse to judge (profiler.sandbox.isolation) rather than quietly run unisolated.
@@ -100,6 +109,7 @@ CACHE_DIR = "DICE_CACHE_DIR"
 SANDBOX_ISOLATION = "DICE_SANDBOX_ISOLATION"
 SANDBOX_POOL = "DICE_SANDBOX_POOL"
 COMPILER_MEMORY = "DICE_COMPILER_MEMORY"
+ENGINE_MEMORY = "DICE_ENGINE_MEMORY"
 BUILD_JOBS = "DICE_BUILD_JOBS"
 BUILD_CACHE = "DICE_BUILD_CACHE"
 REUSE_BUILDS = "DICE_REUSE_BUILDS"
@@ -124,6 +134,9 @@ VARIABLES: tuple[Variable, ...] = (
              f"sandboxes kept started ahead of candidates (0-{MAX_SANDBOX_POOL}; 0: none)"),
     Variable(COMPILER_MEMORY, "compiler_memory", _compiler_memory, describe_bytes(DEFAULT_COMPILER_MEMORY),
              "address space of each nvcc/c++ process (`8G`, `4096M`, or `off`)"),
+    Variable(ENGINE_MEMORY, "engine_memory", _engine_memory, "what the device has free",
+             "memory a local model's weights and each request's KV cache and working memory may take together "
+             "(`8G`, `512M`); a request that needs more is refused, saying how many candidates fit"),
     Variable(BUILD_JOBS, "build_jobs", _count, "half the CPUs",
              "KernelBench candidates built side by side before they are timed (0 or 1: none ahead)"),
     Variable(BUILD_CACHE, "build_cache", _build_cache, "`$XDG_CACHE_HOME/dice-lsp/builds`",
@@ -140,6 +153,7 @@ class Environment:
     sandbox_isolation: str = "auto"
     sandbox_pool: int = DEFAULT_SANDBOX_POOL
     compiler_memory: int | None = DEFAULT_COMPILER_MEMORY
+    engine_memory: int | None = None
     build_jobs: int | None = None
     build_cache: str = ""
     reuse_builds: bool = True

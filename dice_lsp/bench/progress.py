@@ -2,8 +2,11 @@
 
 Phases: queued, building (its candidates' extensions are being built), waiting for GPU
 (built, the GPU is busy with earlier problems), timing (its runs on the GPU), then done with
-its verdict. On a terminal one line is rewritten in place (counts per phase, the problem on
-the GPU, the last verdict, the rate); otherwise (logs) one plain line per change.
+its verdict. Where there is no GPU to judge on, nothing waits for one or is timed: a built
+problem is loaded and compile-checked ("loading, not timed: no GPU"). On a terminal one line is
+rewritten in place (counts per phase, the problem on the GPU, the last verdict, the rate);
+otherwise (logs) one plain line per change. The rate is over the whole run's wall time, since
+`started` (generation included).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any, TextIO
 from dice_lsp.bench.stats import counted
 
 PHASES = ("queued", "building", "waiting for GPU", "timing", "done")
+# What a phase is called where there is no GPU: nothing waits for one, nothing is timed.
+NO_GPU_WORDS = {"waiting for GPU": "built", "timing": "loading, not timed: no GPU"}
 
 
 def verdict_words(verdicts: list[dict[str, Any]], error: str | None = None) -> str:
@@ -30,13 +35,15 @@ def verdict_words(verdicts: list[dict[str, Any]], error: str | None = None) -> s
 
 
 class JudgeProgress:
-    def __init__(self, names: list[str], stream: TextIO | None = None) -> None:
+    def __init__(self, names: list[str], stream: TextIO | None = None, *, gpu: bool = True,
+                 started: float | None = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.names = names
         self.phases = {name: "queued" for name in names}
         self.judged = 0  # candidates
-        self.started = time.monotonic()
+        self.gpu = gpu
+        self.started = time.monotonic() if started is None else started  # the run's start (time.monotonic)
         self.last = ""
         self.history: list[tuple[str, str]] = []   # (problem, phase), in the order they came
 
@@ -45,7 +52,10 @@ class JudgeProgress:
             return
         self.phases[name] = phase
         self.history.append((name, phase))
-        self._show(f"{name}: {phase}")
+        self._show(f"{name}: {self.words(phase)}")
+
+    def words(self, phase: str) -> str:
+        return phase if self.gpu else NO_GPU_WORDS.get(phase, phase)
 
     def done(self, name: str, candidates: int, words: str) -> None:
         self.phases[name] = "done"
@@ -55,17 +65,20 @@ class JudgeProgress:
         self._show(f"{name}: done, {words}")
 
     def rate(self) -> float:
-        """Candidates judged per minute so far."""
+        """Candidates judged per minute of the run so far."""
         minutes = (time.monotonic() - self.started) / 60
         return self.judged / minutes if minutes > 0 else 0.0
 
     def line(self) -> str:
         count = {p: sum(1 for v in self.phases.values() if v == p) for p in PHASES}
         on_gpu = [n for n in self.names if self.phases[n] == "timing"]
-        parts = [f"judged {count['done']}/{len(self.names)}", f"building {count['building']}",
-                 f"waiting for GPU {count['waiting for GPU']}"]
-        if on_gpu:
-            parts.append("timing " + ", ".join(on_gpu))
+        parts = [f"judged {count['done']}/{len(self.names)}", f"building {count['building']}"]
+        if self.gpu:
+            parts.append(f"waiting for GPU {count['waiting for GPU']}")
+            if on_gpu:
+                parts.append("timing " + ", ".join(on_gpu))
+        elif on_gpu:
+            parts.append("loading " + ", ".join(on_gpu))
         if self.last:
             parts.append("last " + self.last)
         parts.append(f"{self.rate():.1f} candidates/min")
@@ -82,6 +95,6 @@ class JudgeProgress:
     def close(self) -> None:
         if self.tty:
             self.stream.write("\n")
-        self.stream.write(f"dice bench: judged {self.judged} candidate(s) of {len(self.names)} problem(s) in "
-                          f"{time.monotonic() - self.started:.0f} s ({self.rate():.1f} candidates/min)\n")
+        self.stream.write(f"dice bench: judged {self.judged} candidate(s) of {len(self.names)} problem(s); the run "
+                          f"took {time.monotonic() - self.started:.0f} s ({self.rate():.1f} candidates/min)\n")
         self.stream.flush()

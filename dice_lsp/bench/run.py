@@ -7,7 +7,7 @@ A run has two phases, both recorded in OUT/results.json after every problem so t
 2. judge: every candidate is spliced into its problem and judged by the profiler, in one
    worker process per GPU (profiler.judge's JudgePool) that builds every problem's candidates
    ahead on the CPU and times them in order on its GPU (profiler.judging.worker); each
-   problem's phase (building, waiting for GPU, timing, done) shows on stderr
+   problem's phase (building, waiting for GPU, timing, done; without a GPU, building and loading) shows on stderr
    (dice_lsp.bench.progress) and each judged problem is saved at once.
 Generating all problems before judging any keeps the model off the GPU while kernels are
 being timed. One bad problem (unreadable, engine error, judge crash or timeout) is recorded
@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
+from profiler import settings
 from profiler.judge import ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.protocol import protocol as judging_protocol
@@ -70,6 +72,7 @@ class Plan:
 
 
 def main(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     try:
         plan = make_plan(args)
         run = open_run(plan, resume=args.resume)
@@ -80,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"dice bench: {note}", file=sys.stderr)
     try:
         generate(plan, run, args)
-        judge(plan, run, time_limit=args.time_limit, judge_on=getattr(args, "judge", None))
+        judge(plan, run, time_limit=args.time_limit, judge_on=getattr(args, "judge", None), started=started)
     except BenchError as exc:
         print(f"dice bench: {exc}", file=sys.stderr)
         return 1
@@ -220,7 +223,7 @@ def generate(plan: Plan, run: RunRecord, args: argparse.Namespace) -> None:
     todo = [t for t in plan.tasks if t.name not in run.tasks]
     if not todo:
         return
-    progress = ProblemProgress(len(todo), "generating")
+    progress = ProblemProgress(len(todo), "loading solutions" if args.solutions else "generating")
     make_candidates = (solution_candidates(args.solutions) if args.solutions
                        else model_candidates(plan, args, progress))
 
@@ -305,7 +308,7 @@ def load_engine(spec: str) -> Any:
     from engine.types import EngineError
 
     try:
-        return engine.load(spec)
+        return engine.load(spec, memory=settings.current().engine_memory)
     except EngineError as exc:
         raise BenchError(f"cannot load model {spec!r}: {exc}") from exc
 
@@ -322,9 +325,11 @@ def solution_candidates(folder: str) -> Callable[[Task], list[CandidateRecord]]:
     return read
 
 
-def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None = None) -> None:
+def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None = None,
+          started: float | None = None) -> None:
     """Phase 2: judge every generated problem, in worker processes that build ahead and time
-    in order (profiler.judge's JudgePool); each problem is saved as soon as it is judged."""
+    in order (profiler.judge's JudgePool); each problem is saved as soon as it is judged. `started`:
+    when the run began (time.monotonic), for the rate the progress shows."""
     todo = [t for t in plan.tasks if run.tasks[t.name].state == "generated"]
     protocol = judging_protocol(plan.settings["protocol"])
     jobs: list[tuple[Task, list[str]]] = []
@@ -343,7 +348,11 @@ def judge(plan: Plan, run: RunRecord, *, time_limit: float, judge_on: str | None
         jobs.append((task, documents))
     if not jobs:
         return
-    progress = JudgeProgress([task.name for task, _ in jobs])
+    import profiler
+
+    # A Ray cluster's GPUs are its own; on this machine, whether the profiler sees one.
+    progress = JudgeProgress([task.name for task, _ in jobs], gpu=bool(judge_on) or profiler.gpu_name() is not None,
+                             started=started)
     pool = judge_pool(judge_on)
     with pool:
         answers = pool.judge_all([JudgeJob(t.baseline, d, t.path, time_limit, protocol.name) for t, d in jobs],

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dice_lsp.core.config import MAX_CANDIDATES, MAX_TOKENS
+
 
 def _add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -34,8 +36,33 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _add_max_tokens(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default 256 for fill; optimize gets 4x this)")
+def _bounded(what: str, limit: int):
+    """An argparse type: a whole number from 1 to `limit`, refused with one line that names the
+    bound otherwise (the editor's settings have the same bounds, dice_lsp.core.config)."""
+
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{value} {what}: one request takes from 1 to {limit} {what}")
+        return value
+
+    return read
+
+
+CANDIDATES = _bounded("candidates", MAX_CANDIDATES)
+TOKENS = _bounded("tokens", MAX_TOKENS)
+
+
+def _add_candidates(p: argparse.ArgumentParser, default: int, help: str) -> None:
+    p.add_argument("--candidates", type=CANDIDATES, default=default, metavar="N",
+                   help=f"{help}, at most {MAX_CANDIDATES}")
+
+
+def _add_max_tokens(p: argparse.ArgumentParser, help: str = "tokens per candidate (default 256 for fill; optimize gets 4x this)") -> None:
+    p.add_argument("--max-tokens", type=TOKENS, metavar="N", help=f"{help}; at most {MAX_TOKENS}")
 
 
 class DefaultsShown(argparse.HelpFormatter):
@@ -85,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="L:C-L:C",
         help="1-based line:column, end exclusive (e.g. 12:5-14:1)",
     )
-    p.add_argument("--candidates", type=int, default=4, metavar="N", help="candidates to generate and judge")
+    _add_candidates(p, 4, "candidates to generate and judge")
     _add_max_tokens(p)
     _add_preset(p, "default")
     _add_model(p)
@@ -94,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("optimize", help="rewrite one kernel (or write ModelNew for a KernelBench file)")
     p.add_argument("file")
     p.add_argument("--kernel", metavar="NAME", help="the __global__ function (default: the only one)")
-    p.add_argument("--candidates", type=int, default=4, metavar="N", help="candidates to generate and judge")
+    _add_candidates(p, 4, "candidates to generate and judge")
     _add_max_tokens(p)
     _add_preset(p, "default")
     _add_model(p)
@@ -115,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="KernelBench-style evaluation of a model over a folder")
     p.add_argument("dir", nargs="?", help="folder of KernelBench problems (not needed with --infill)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N problems (default: every problem)")
-    p.add_argument("--candidates", type=int, default=1, metavar="N", help="candidates per problem")
+    _add_candidates(p, 1, "candidates per problem")
     p.add_argument("--infill", metavar="FILE.json", help="run the infilling variant on these records")
     p.add_argument("--out", metavar="DIR", help="where the JSON and the chart go (default: dice-bench-out)")
     p.add_argument("--resume", action="store_true", help="continue a run that stopped, from --out")
@@ -131,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="judge files instead of model answers: SOLDIR/**/STEM[.label].py is a ModelNew "
         "candidate for problem STEM.py (e.g. benchmarks/kernelbench_controls)",
     )
-    p.add_argument("--max-tokens", type=int, metavar="N", help="tokens per candidate (default: the engine's)")
+    _add_max_tokens(p, "tokens per candidate (default: the engine's)")
     p.add_argument(
         "--temperature",
         type=float,
@@ -178,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "engine":
         from engine.serving import server
 
+        args.memory = settings.current().engine_memory
         return server.main(args)
     # Every other command checks or judges code with the profiler.
     from profiler.paths import CacheFolderError

@@ -21,15 +21,18 @@ from dice_lsp.core.config import Settings
 from dice_lsp.core.engine_host import MODEL_CHOICES, ModelUnavailable
 from dice_lsp.core.jobs import JobResult, Snapshot
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
-from dice_lsp.core.text_offsets import offset_at
+from dice_lsp.core.text_offsets import line_starts, offset_at
+from profiler import settings as environment
 from profiler.source.source_files import SourceFileError, read_source_text
 
 _RANGE = re.compile(r"(\d+):(\d+)-(\d+):(\d+)")
 _BAR_WIDTH = 24
 
 
-def parse_range(text: str, spec: str) -> tuple[int, int]:
-    """Offsets of `L:C-L:C` (1-based lines and columns, end exclusive)."""
+def parse_range(text: str, spec: str, clamped: list[str] | None = None) -> tuple[int, int]:
+    """Offsets of `L:C-L:C` (1-based lines and columns, end exclusive). A column past the end
+    of its line means the line's end (as an editor's position does); each such column is
+    said in `clamped`, so that the user learns the range is not what was typed."""
     match = _RANGE.fullmatch(spec.strip())
     if not match:
         raise ValueError(f"--range {spec!r}: expected L:C-L:C, 1-based, end exclusive (e.g. 12:5-14:1)")
@@ -37,6 +40,12 @@ def parse_range(text: str, spec: str) -> tuple[int, int]:
     if min(l1, c1, l2, c2) < 1:
         raise ValueError(f"--range {spec!r}: lines and columns start at 1")
     start, end = offset_at(text, l1 - 1, c1 - 1), offset_at(text, l2 - 1, c2 - 1)
+    starts = line_starts(text)
+    for line, column, offset in ((l1, c1, start), (l2, c2, end)):
+        last = offset - starts[line - 1] + 1  # the column the offset is at: the line's end when clamped
+        if clamped is not None and column > last:
+            clamped.append(f"--range {spec}: line {line} has {last - 1} characters, so column {column} "
+                           f"is read as {last}, the end of the line")
     if end < start:
         raise ValueError(f"--range {spec!r}: the end comes before the start")
     return start, end
@@ -72,11 +81,14 @@ async def _run(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
 
     # A bad range or kernel is an error before the model is loaded, not after.
     if args.command == "fill":
-        start, end = parse_range(snapshot.text, args.range)
+        clamped: list[str] = []
+        start, end = parse_range(snapshot.text, args.range, clamped)
+        for note in dict.fromkeys(clamped):
+            print(f"dice fill: {note}", file=sys.stderr)
         fill_target(snapshot.text, snapshot.path, start, end)
     else:
         optimize_target(snapshot.text, snapshot.path, kernel=args.kernel)
-    engine = AsyncEngine(settings.model, device=settings.device)
+    engine = AsyncEngine(settings.model, device=settings.device, memory=environment.current().engine_memory)
     try:
         report(f"loading model {settings.model}", 0)
         try:
@@ -154,9 +166,6 @@ def main(args: argparse.Namespace) -> int:
         text = read_source_text(path)
     except SourceFileError as exc:  # missing, a FIFO or a device, too large, not UTF-8
         print(f"dice {args.command}: {exc}", file=sys.stderr)
-        return 2
-    if args.candidates < 1 or (args.max_tokens is not None and args.max_tokens < 1):
-        print(f"dice {args.command}: --candidates and --max-tokens must be at least 1", file=sys.stderr)
         return 2
     settings = dataclasses.replace(Settings(), model=args.model, candidates=args.candidates, preset=args.preset)
     if args.max_tokens is not None:

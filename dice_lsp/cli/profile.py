@@ -4,7 +4,8 @@ profiler's public functions (profiler.check, profiler.profile).
 Exit codes: 0 fine (profiled with a proven verdict, or compiled with nothing to time on this
 machine), 1 the code has a problem (compile errors, wrong results, crash, timeout, no spec)
 or its measurement proves nothing (impossible, suspicious, unstable, unproven, flagged), 2 a
-usage problem (no such file or kernel, no compiler).
+usage problem (no such file or kernel, no compiler, a file neither can judge: not CUDA or
+Python, a .py without `Model`, a .cu without a `__global__` kernel).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import profiler
 from dice_lsp.core.verdict_view import diagnostic_row, verdict_table
-from profiler.source.cuda_source import find_kernel
+from profiler.source.cuda_source import find_kernel, find_kernels
+from profiler.source.document import not_judgeable
 from profiler.results import Diagnostic, Verdict
 from profiler.source.source_files import SourceFileError, read_source_bytes
 
@@ -52,18 +54,23 @@ def read_source(path: Path) -> tuple[str, Diagnostic | None]:
         return data.decode("utf-8", errors="replace"), Diagnostic(before.count(b"\n") + 1, column, "warning", message)
 
 
-def _read_argument(name: str) -> tuple[Path, str, Diagnostic | None] | int:
+def _read_argument(name: str, compile_only: bool) -> tuple[Path, str, Diagnostic | None] | int:
     """The file named on the command line, its text and its encoding problem; or the exit
-    code of the usage error that says why it cannot be read (missing, a FIFO, a device...)."""
+    code of the usage error that says why it cannot be read (missing, a FIFO, a device...) or
+    judged (profiler.source.document.not_judgeable)."""
     path = Path(name)
     try:
-        return path, *read_source(path)
+        path, source, problem = path, *read_source(path)
     except SourceFileError as exc:
         return _usage_error(str(exc))
+    why = not_judgeable(path, source, compile_only)
+    if why is not None:
+        return _usage_error(why)
+    return path, source, problem
 
 
 def check_command(args: argparse.Namespace) -> int:
-    read = _read_argument(args.file)
+    read = _read_argument(args.file, compile_only=True)
     if isinstance(read, int):
         return read
     path, source, encoding_problem = read
@@ -75,17 +82,25 @@ def check_command(args: argparse.Namespace) -> int:
         diagnostics = profiler.spec_errors_as_diagnostics(source) + diagnostics
     if encoding_problem is not None:
         diagnostics = [encoding_problem] + diagnostics
+    errors = any(d.severity == "error" for d in diagnostics)
+    if not errors and path.suffix.lower() == ".cu" and not find_kernels(source):
+        # nvcc compiled it, but a .cu is judged by its kernels: there is nothing to fill,
+        # optimize, profile or check a spec of (a .cuh header of device code is fine as it is).
+        if diagnostics:
+            print("\n".join(_diagnostic_rows(diagnostics, str(path))))
+        return _usage_error(f"{path.name}: no __global__ kernel: nvcc compiled it, but dice has nothing in it to "
+                            "check a spec of, profile, fill or optimize")
     if args.json:
         print(json.dumps({"diagnostics": [d.to_json() for d in diagnostics]}))
     elif diagnostics:
         print("\n".join(_diagnostic_rows(diagnostics, str(path))))
     else:
         print(f"{path}: compiles, no diagnostics")
-    return 1 if any(d.severity == "error" for d in diagnostics) else 0
+    return 1 if errors else 0
 
 
 def profile_command(args: argparse.Namespace) -> int:
-    read = _read_argument(args.file)
+    read = _read_argument(args.file, compile_only=False)
     if isinstance(read, int):
         return read
     path, source, encoding_problem = read

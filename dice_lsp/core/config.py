@@ -24,6 +24,11 @@ LSP_TOKEN = "DICE_LSP_TOKEN"
 # A rewrite of a whole kernel is several times longer than a typical filled span.
 OPTIMIZE_BUDGET = 4
 
+# The most a request may ask for, in the editor's settings and on the command line alike: a
+# batch of candidates decodes as one, and each candidate is judged in a sandbox of its own.
+MAX_CANDIDATES = 64
+MAX_TOKENS = 8192
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -85,7 +90,8 @@ _FIELDS: dict[str, _Field] = {
         str.strip,
     ),
     "preset": _Field("preset", " or ".join(f'"{p}"' for p in PRESETS), lambda v: v in PRESETS),
-    "candidates": _Field("candidates", "an integer from 1 to 64", lambda v: _is_int(v) and 1 <= v <= 64),
+    "candidates": _Field("candidates", f"an integer from 1 to {MAX_CANDIDATES}",
+                         lambda v: _is_int(v) and 1 <= v <= MAX_CANDIDATES),
     "steps": _Field("steps", "an integer from 1 to 64", lambda v: _is_int(v) and 1 <= v <= 64),
     "blockSize": _Field(
         "block_size", "null or an integer from 1 to 256", lambda v: v is None or (_is_int(v) and 1 <= v <= 256)
@@ -93,7 +99,7 @@ _FIELDS: dict[str, _Field] = {
     "strategy": _Field("strategy", " or ".join(f'"{s}"' for s in STRATEGIES), lambda v: v in STRATEGIES),
     "threshold": _Field("threshold", "a number from 0 to 1", lambda v: _is_number(v) and 0 <= v <= 1, float),
     "temperature": _Field("temperature", "a number from 0 to 2", lambda v: _is_number(v) and 0 <= v <= 2, float),
-    "maxTokens": _Field("max_tokens", "an integer from 1 to 8192", lambda v: _is_int(v) and 1 <= v <= 8192),
+    "maxTokens": _Field("max_tokens", f"an integer from 1 to {MAX_TOKENS}", lambda v: _is_int(v) and 1 <= v <= MAX_TOKENS),
     "timeLimit": _Field("time_limit", "a number of seconds above 0, at most 3600", lambda v: _is_number(v) and 0 < v <= 3600, float),
     "device": _Field(
         "device", 'null or a torch device string such as "cpu" or "cuda:0"', lambda v: v is None or isinstance(v, str)

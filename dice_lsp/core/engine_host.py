@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from dice_lsp.core.config import Settings
 from dice_lsp.core.status import StatusReporter
+from profiler import settings as environment
 
 if TYPE_CHECKING:
     from engine.serving.client import AsyncEngine
@@ -62,7 +63,8 @@ class EngineHost:
                 return self._engine
             await self._close_locked()
             self._status.update(model=settings.model, busy=True, message=f"loading model {settings.model}")
-            engine = AsyncEngine(settings.model, device=settings.device)
+            engine = AsyncEngine(settings.model, device=settings.device,
+                                 memory=environment.current().engine_memory)
             try:
                 info = await engine.start()
             except EngineError as exc:

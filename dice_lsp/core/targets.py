@@ -64,10 +64,21 @@ def kernel_named(text: str, name: str | None) -> Kernel:
 
 
 def fill_target(text: str, path: str, start: int, end: int) -> Target:
+    """What filling text[start:end] changes and is judged by; TargetError, before anything is
+    generated, where nothing could judge it: an insertion with only whitespace around it (the
+    model has nothing to fill between, and there is no baseline), or a .cu/.cuh file with no
+    `__global__` kernel (a CUDA fill is judged against the kernel as it stands)."""
     language = language_of(path)
     if not 0 <= start <= end <= len(text):
         raise TargetError("the range is outside the document")
+    if start == end and not text[:start].strip() and not text[end:].strip():
+        raise TargetError("an insertion into an empty file has nothing to fill between: write the code "
+                          "around it first (for a .cu file a __global__ kernel with its benchmark spec, for "
+                          "a .py file a KernelBench Model), or select code to replace")
     kernel = kernel_at(text, start) if language == "cuda" else None
+    if language == "cuda" and kernel is None and not profiler.find_kernels(text):
+        raise TargetError("no __global__ kernel in this file: a fill is judged against the kernel it is in, as "
+                          "it stands; write the kernel (its signature and body) first")
     return Target(start, end, kernel.name if kernel else None, language)
 
 

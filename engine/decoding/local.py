@@ -15,12 +15,13 @@ import torch
 from engine.decoding.base import CancelFn, EngineBase, ProgressFn, request_task
 from engine.decoding.context import fit_infill, prompt_budget
 from engine.decoding.decode import decode, warm_up
+from engine.decoding.memory import check_request
 from engine.decoding.paths import PromptKeys
 from engine.model.compile_cache import WarmRecords, use_persistent_caches, warm_key
 from engine.model.loading import load_checkpoint
 from engine.model.routes import FALLBACK, FAST_PATHS, Routing, default_path
 from engine.model.sdar import SDARConfig, SDARForCausalLM
-from engine.fill.repair import fim_fill
+from engine.fill.repair import FIM_OVERSAMPLE, fim_fill
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -30,8 +31,9 @@ class LocalEngine(EngineBase):
     """`Engine` of docs/architecture.md for a checkpoint folder loaded in this process."""
 
     def __init__(self, model: SDARForCausalLM, tokenizer, config: SDARConfig, name: str,
-                 routing: Routing = Routing()):
+                 routing: Routing = Routing(), memory: int | None = None):
         self.model = model
+        self.memory = memory  # bytes the weights and a request may take (engine.decoding.memory)
         self.tokenizer = tokenizer
         self.config = config
         self.name = name
@@ -51,9 +53,9 @@ class LocalEngine(EngineBase):
 
     @classmethod
     def from_folder(cls, folder: str | Path, device=None, dtype=None, name: str | None = None,
-                    routing: Routing = Routing()) -> "LocalEngine":
-        model, tokenizer, config = load_checkpoint(folder, device, dtype)
-        return cls(model, tokenizer, config, name or str(folder), routing)
+                    routing: Routing = Routing(), memory: int | None = None) -> "LocalEngine":
+        model, tokenizer, config = load_checkpoint(folder, device, dtype, memory)
+        return cls(model, tokenizer, config, name or str(folder), routing, memory)
 
     def warm_up(self, report: Callable[[str], None], records: WarmRecords | None = None) -> None:
         """Compile and capture the fast path's decoding step now (engine.decoding.decode.warm_up);
@@ -103,11 +105,23 @@ class LocalEngine(EngineBase):
         try:
             if isinstance(request, InfillRequest):
                 request = self.fit_to_context(request)
+            self.check_memory(request)
             if fim:
                 return fim_fill(request, self.drawer(on_progress, should_cancel))
             return self.decode_batch(request, on_progress, should_cancel)
         finally:
             self.kept = None
+
+    def check_memory(self, request: Request) -> None:
+        """EngineError, before anything is allocated, when the request's largest batch (a sampled
+        FIM fill draws FIM_OVERSAMPLE rows per candidate) cannot fit in the device's memory
+        (engine.decoding.memory)."""
+        task = request_task(request, self.config.prompt_format, self.tokenizer.chat_template)
+        prompt_tokens = len(self.tokenizer.encode(task.prompt, add_special_tokens=False))
+        fim = isinstance(request, InfillRequest) and self.config.prompt_format == "fim"
+        rows = FIM_OVERSAMPLE if fim and request.sampling.temperature != 0 else 1
+        check_request(self.model, self.decode_path, request.n, rows, prompt_tokens, request.max_tokens,
+                      request.sampling.block_size or self.config.block_size, self.memory)
 
     def drawer(self, on_progress: ProgressFn = None, should_cancel: CancelFn = None) -> "LocalDrawer":
         """This engine's decoding as the fill policy draws with it (engine.fill.repair.Drawer)."""

@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from engine.model.memory import check_weights
 from engine.model.sdar import ROPE_TYPES, SDARConfig, SDARForCausalLM, rope_type
 from engine.types import EngineError
 
@@ -242,9 +243,12 @@ def check_vocabulary(folder: Path, tokenizer, config: SDARConfig) -> None:
 
 
 def load_checkpoint(
-    folder: str | Path, device: torch.device | str | None = None, dtype: torch.dtype | str | None = None
+    folder: str | Path, device: torch.device | str | None = None, dtype: torch.dtype | str | None = None,
+    memory: int | None = None,
 ):
-    """-> (model in eval mode, tokenizer, config). Raises EngineError with what is wrong."""
+    """-> (model in eval mode, tokenizer, config). Raises EngineError with what is wrong, and
+    before reading the weights when they cannot fit on the device (or in `memory` bytes:
+    engine.model.memory)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise EngineError(f"checkpoint folder {folder} does not exist")
@@ -253,6 +257,7 @@ def load_checkpoint(
     dtype = resolve_dtype(dtype, config, device)
     tokenizer = load_tokenizer(folder, config)
     check_vocabulary(folder, tokenizer, config)
+    check_weights(config, dtype, device, folder, memory)
     state = load_state_dict(folder, device, dtype)
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)

@@ -10,13 +10,14 @@ import collections
 import ipaddress
 import itertools
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from engine.model import hub
+from engine.model import hub, system_memory
 from engine.serving import auth
 from engine.serving.frames import encode_frame, read_frame_async
 from engine.decoding.base import CancelFn, EngineBase, ProgressFn
@@ -24,6 +25,7 @@ from engine.types import Cancelled, Candidate, EngineError, EngineGone, EngineIn
 
 STDERR_LINES = 40
 CANCEL_POLL_S = 0.05
+RSS_POLL_S = 0.5  # how often the worker's resident size is read, to say what it held when it died
 # A remote engine has its model loaded already: it accepts and says ready at once. A listener
 # that does neither (a wrong port, a stopped process, a firewall eating packets) is an error
 # after these, not a hang. During a job, TCP keepalive notices a peer that is gone.
@@ -73,12 +75,33 @@ def keep_alive(sock) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
+def killed_report(code: int, kills_before: tuple[int | None, int | None], kills_after: tuple[int | None, int | None],
+                  last_rss: int | None, tail: str) -> str:
+    """Why the worker ended, in words: a SIGKILL while the OOM killer's count (the memory
+    cgroup's, or the machine's) went up is "killed for memory"; another signal is named; an
+    exit says its code. Its last stderr lines follow, or that it wrote none."""
+    rss = f"; it held {system_memory.describe(last_rss)} when last seen" if last_rss else ""
+    output = tail or "(it wrote nothing on stderr)"
+    if code == -signal.SIGKILL and any(a is not None and b is not None and a > b
+                                       for a, b in zip(kills_after, kills_before)):
+        return (f"engine worker killed for memory (out of memory: the kernel's OOM killer ended it{rss}); "
+                f"ask for fewer candidates or tokens, or free memory. {output}")
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unnamed signal"
+        return f"engine worker killed by signal {-code} ({name}{rss}): {output}"
+    return f"engine worker exited (code {code}): {output}"
+
+
 class AsyncEngine(EngineBase):
     """See docs/architecture.md. Cancelling the awaiting task cancels the job between steps."""
 
     def __init__(self, spec: str = "builtin", *, device: str | None = None, dtype: str | None = None,
-                 token: str | None = None):
+                 token: str | None = None, memory: int | None = None):
         self.spec = spec
+        self.memory = memory  # bytes a local model and each request may take (engine.model.memory)
         self.token = token  # a dice:// engine's, where the URL carries none
         self.device = device
         self.dtype = dtype
@@ -87,6 +110,9 @@ class AsyncEngine(EngineBase):
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
         self._stderr_task: asyncio.Task | None = None
+        self._rss_task: asyncio.Task | None = None
+        self._last_rss: int | None = None
+        self._oom_kills: tuple[int | None, int | None] = (None, None)
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._jobs: dict[int, asyncio.Queue] = {}
         self._cancel_sent: set[int] = set()
@@ -144,6 +170,8 @@ class AsyncEngine(EngineBase):
             command += ["--device", self.device]
         if self.dtype:
             command += ["--dtype", self.dtype]
+        if self.memory is not None:
+            command += ["--memory", str(self.memory)]
         env = None
         if hub.is_hub_id(self.spec):
             # Download here, where stderr is the user's terminal (huggingface_hub's progress
@@ -151,6 +179,7 @@ class AsyncEngine(EngineBase):
             await asyncio.to_thread(hub.resolve, self.spec)
             env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         self._stderr.clear()
+        self._oom_kills, self._last_rss = system_memory.oom_kills(), None
         self._process = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
@@ -161,7 +190,14 @@ class AsyncEngine(EngineBase):
         )
         self._writer = self._process.stdin
         self._stderr_task = asyncio.create_task(self._drain_stderr(self._process.stderr))
+        self._rss_task = asyncio.create_task(self._watch_rss(self._process))
         return self._process.stdout
+
+    async def _watch_rss(self, process: asyncio.subprocess.Process) -> None:
+        """Keep the worker's last resident size, for the report if it is killed."""
+        while process.returncode is None and (rss := system_memory.resident_bytes(process.pid)) is not None:
+            self._last_rss = rss
+            await asyncio.sleep(RSS_POLL_S)
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         """Keep the worker's last stderr lines (and never let its pipe fill up)."""
@@ -174,8 +210,8 @@ class AsyncEngine(EngineBase):
         code = await self._process.wait()
         if self._stderr_task is not None:
             await asyncio.wait([self._stderr_task], timeout=2)
-        tail = "\n".join(self._stderr) or "(no output)"
-        return f"engine worker exited (code {code}): {tail}"
+        tail = "\n".join(self._stderr)
+        return killed_report(code, self._oom_kills, system_memory.oom_kills(), self._last_rss, tail)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         """Route messages to their jobs; when the stream ends, fail every waiting job."""
@@ -210,10 +246,10 @@ class AsyncEngine(EngineBase):
             except asyncio.TimeoutError:
                 self._process.kill()
                 await self._process.wait()
-        for task in (self._reader_task, self._stderr_task):
+        for task in (self._reader_task, self._stderr_task, self._rss_task):
             if task is not None and not task.done():
                 task.cancel()
-        self._process = self._writer = self._reader_task = self._stderr_task = None
+        self._process = self._writer = self._reader_task = self._stderr_task = self._rss_task = None
         self.info = None
 
     async def close(self) -> None:

@@ -182,7 +182,7 @@ def main(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         try:
-            server.engine = engine.load(args.model)
+            server.engine = engine.load(args.model, memory=getattr(args, "memory", None))
             server.engine.warm_up(report_to_stderr)
         except Exception as exc:  # the worker's message for the same folder (engine.load_failure)
             print(f"dice engine serve: {engine.load_failure(args.model, exc)}", file=sys.stderr)

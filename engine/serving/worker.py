@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="builtin")
     parser.add_argument("--device")
     parser.add_argument("--dtype")
+    parser.add_argument("--memory", type=int, help="bytes the weights and each request may take (engine.model.memory)")
     parser.add_argument("--decode-path", help="a local model's decoding path (engine.model.routes.PATHS; "
                         "default: the fastest the machine runs)")
     args = parser.parse_args(argv)
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             from engine.model.routes import Routing  # torch: only for a local model
 
             routing = Routing(path=args.decode_path)
-        loaded = engine.load(args.model, device=args.device, dtype=args.dtype, routing=routing)
+        loaded = engine.load(args.model, device=args.device, dtype=args.dtype, routing=routing, memory=args.memory)
         loaded.warm_up(report_to_stderr)
     except Exception as exc:  # whatever breaks loading is reported, not a silent exit
         message = engine.load_failure(args.model, exc)

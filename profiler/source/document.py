@@ -27,6 +27,41 @@ def kind_of(path: str | PurePath) -> str | None:
     return _KINDS.get(PurePath(path).suffix.lower())
 
 
+def calls_load_inline(tree: ast.AST) -> bool:
+    """Whether the module (or statement) calls `load_inline` (by that name, or as an attribute)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if getattr(func, "id", None) == "load_inline" or getattr(func, "attr", None) == "load_inline":
+                return True
+    return False
+
+
+def not_judgeable(path: str | PurePath, source: str, compile_only: bool = False) -> str | None:
+    """Why `dice check` (`compile_only`) or `dice profile` cannot judge this document from its
+    path and text alone, or None: a file that is neither CUDA nor Python, or a .py that parses
+    and has no `Model` (a .py is judged as a KernelBench problem; one that does not parse is
+    judged, its syntax error is the diagnostic), unless only compiled and it hands CUDA to
+    `load_inline`. A CUDA file's kernels are the caller's to ask
+    (profiler.source.cuda_source.find_kernels)."""
+    kind = kind_of(path)
+    name = PurePath(path).name
+    if kind is None:
+        suffix = PurePath(path).suffix or "no suffix"
+        return (f"{name}: dice judges CUDA (.cu, .cuh) and KernelBench (.py) files, not {suffix}; "
+                "nothing was compiled")
+    if kind == KERNELBENCH:
+        try:
+            tree = parse_python(source)
+        except (SyntaxError, ValueError):  # ValueError: a null byte
+            return None
+        classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+        if MODEL not in classes and not (compile_only and calls_load_inline(tree)):
+            return (f"{name}: no `class {MODEL}`: a .py file is judged as a KernelBench problem ({MODEL}, "
+                    f"get_inputs, get_init_inputs, and {MODEL_NEW} to time against it); nothing was compiled")
+    return None
+
+
 def is_kernelbench(path: str) -> bool:
     """Whether the profiler treats the document as KernelBench; every other path is CUDA."""
     return kind_of(path) == KERNELBENCH
@@ -99,6 +134,29 @@ def kernelbench_problem(text: str) -> str:
     get_init_inputs): what DICE is shown to write a ModelNew, without a ModelNew already
     written below it. The whole text when it has no such part."""
     return text[: kernelbench_problem_end(text) or len(text)]
+
+
+def kernelbench_baseline(source: str) -> str:
+    """What a KernelBench file is judged against: the file without its ModelNew, so that the
+    baseline is Model alone. The module-level `class ModelNew` and every module-level statement
+    that calls `load_inline` (the candidate's CUDA build) become blank lines, so that the rest
+    keeps its line numbers; loading the baseline then builds nothing (on a machine without
+    CUDA, a build of ModelNew's extension would fail the baseline itself). The text unchanged
+    when it holds no ModelNew or does not parse."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return source
+    if not any(isinstance(node, ast.ClassDef) and node.name == MODEL_NEW for node in tree.body):
+        return source
+    lines = source.splitlines(keepends=True)
+    for node in tree.body:
+        if (isinstance(node, ast.ClassDef) and node.name == MODEL_NEW) or calls_load_inline(node):
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            for index in range(first - 1, node.end_lineno):
+                ending = lines[index][len(lines[index].rstrip("\r\n")):]
+                lines[index] = ending
+    return "".join(lines)
 
 
 def kernelbench_infill_parts(text: str, start: int, end: int) -> tuple[str | None, str, str]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,17 +14,6 @@ from profiler.results import Verdict
 
 REPO = Path(__file__).resolve().parents[3]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()
-
-
-@pytest.fixture
-def dice(child_env: dict[str, str]):
-    """Run `dice ARGS...` as a user would, in a subprocess."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "dice_lsp.cli", *args]
-        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, env=child_env)
-
-    return run
 
 
 def test_fill_json(dice, tmp_path: Path, tiny_checkpoint: Path, local_gpu):

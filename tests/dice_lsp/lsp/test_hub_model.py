@@ -95,3 +95,29 @@ def test_a_hub_id_that_cannot_be_used_says_why(tmp_path: Path, offline_env, mode
     assert done.returncode == 1
     assert message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def unreachable_env(child_env: dict[str, str], hub_cache: Path) -> dict[str, str]:
+    """No HF_HUB_OFFLINE, and a Hub whose address refuses connections (a closed loopback port):
+    a machine whose network does not reach the Hub."""
+    env = {k: v for k, v in child_env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+           and "proxy" not in k.lower()}
+    return {**env, "HF_HUB_CACHE": str(hub_cache), "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+def test_an_unreachable_hub_is_one_line_and_the_cache_still_serves(tmp_path: Path, unreachable_env):
+    path = tmp_path / "saxpy.cu"
+    path.write_text(SAXPY)
+    done = run([sys.executable, "-m", "dice_lsp.cli", "fill", str(path), "--range", "12:9-12:32",
+                "--model", "dice-test/not-there"], unreachable_env)
+    assert done.returncode == 1
+    first = done.stderr.splitlines()[0]
+    assert first == (f"dice fill: the model 'dice-test/not-there' failed: dice-test/not-there: no such folder here, "
+                     f"and not in the Hugging Face cache ({unreachable_env['HF_HUB_CACHE']}), and the Hub cannot be "
+                     "reached (127.0.0.1:9: Connection refused); download it once online, or pass a checkpoint folder")
+    assert "Retry" not in done.stderr and len(done.stderr.splitlines()) == 2  # the message, then --model's choices
+    done = run([sys.executable, "-m", "dice_lsp.cli", "fill", str(path), "--range", "12:9-12:32", "--candidates", "1",
+                "--max-tokens", "8", "--model", "dice-test/tiny-sdar", "--json"], unreachable_env)
+    assert done.returncode == 0, done.stderr
+    assert "Retry" not in done.stderr

@@ -1,0 +1,86 @@
+"""What a user can ask of `dice fill` is bounded, and what does not fit is refused with a message
+that names the bound and what would fit, before anything is allocated; a worker that dies is
+named for how it died. The real CLI in a subprocess, the built-in model, the real worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+SAXPY = str(REPO / "examples" / "saxpy.cu")
+
+
+
+def test_candidates_and_tokens_past_their_bounds_are_refused_before_the_model_loads(dice):
+    run = dice("fill", SAXPY, "--range", "12:9-12:32", "--candidates", "10000")
+    assert run.returncode == 2
+    assert "argument --candidates: 10000 candidates: one request takes from 1 to 64 candidates" in run.stderr
+    run = dice("fill", SAXPY, "--range", "12:9-12:32", "--max-tokens", "100000")
+    assert run.returncode == 2
+    assert "argument --max-tokens: 100000 tokens: one request takes from 1 to 8192 tokens" in run.stderr
+    run = dice("optimize", SAXPY, "--candidates", "0")
+    assert run.returncode == 2 and "0 candidates: one request takes from 1 to 64" in run.stderr
+
+
+def test_a_request_larger_than_the_memory_it_may_use_is_refused_with_what_fits(dice, child_env):
+    env = {**child_env, "DICE_ENGINE_MEMORY": "300M"}
+    started = time.monotonic()
+    run = dice("fill", SAXPY, "--range", "12:9-12:32", "--candidates", "64", env=env)
+    assert run.returncode == 1, run.stderr
+    assert "64 candidates of up to 40 tokens after a" in run.stderr, run.stderr
+    assert "left of the 300 MiB allowed (DICE_ENGINE_MEMORY) beside the weights' 108 MiB: at most" in run.stderr
+    fit = int(run.stderr.split("at most ")[1].split()[0])
+    assert 1 <= fit < 64
+    # What the message says fits does: the same fill with that many candidates runs.
+    run = dice("fill", SAXPY, "--range", "12:9-12:32", "--candidates", str(fit), "--json", env=env)
+    assert run.returncode == 0, run.stderr
+    assert time.monotonic() - started < 240
+
+
+def test_weights_that_cannot_fit_are_refused_before_they_are_read(dice, child_env):
+    run = dice("fill", SAXPY, "--range", "12:9-12:32", env={**child_env, "DICE_ENGINE_MEMORY": "40M"})
+    assert run.returncode == 1
+    assert "the model's weights need 108 MiB in float32 on cpu, and 40 MiB is allowed (DICE_ENGINE_MEMORY)" \
+        in run.stderr
+
+
+def _worker_of(parent: int, deadline: float) -> int:
+    """The engine worker the `dice` process `parent` started."""
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"engine.serving.worker" in command:
+                return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError("the engine worker never started")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker through /proc (Linux)")
+def test_a_worker_killed_by_a_signal_is_named_for_it(dice, child_env):
+    """SIGKILL with no OOM kill counted (memory cgroup, /proc/vmstat): the signal, not "no
+    output", and not memory."""
+    process = subprocess.Popen([sys.executable, "-m", "dice_lsp.cli", "fill", SAXPY, "--range", "12:9-12:32"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+    try:
+        worker = _worker_of(process.pid, time.monotonic() + 60)
+        time.sleep(0.6)  # the client reads the worker's resident size twice a second
+        os.kill(worker, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 1
+    assert "engine worker killed by signal 9 (SIGKILL; it held " in stderr, stderr
+    assert "out of memory" not in stderr and "(no output)" not in stderr

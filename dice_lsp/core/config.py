@@ -23,7 +23,7 @@ PRESETS = ("default", "dice")  # engine.types.PRESETS, without importing the eng
 @dataclass(frozen=True)
 class Settings:
     model: str = "builtin"
-    # "dice": DICE's own decoder and sampling (README, Presets); steps, blockSize and
+    # "dice": DICE's own decoder and sampling (docs/contracts.md, Presets and prompts); steps, blockSize and
     # temperature then come from the preset, strategy and threshold from these settings.
     preset: str = "default"
     candidates: int = 4

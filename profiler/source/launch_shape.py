@@ -52,15 +52,15 @@ class LaunchShape:
 
     def block(self) -> tuple[int, ...]:
         used = [a for a in AXES if a in self.axes]
-        free = iter(FREE_BLOCK[len(used)])
+        # Threads spread over the axes indexed by threads; an axis of one block per index
+        # (`r = blockIdx.y`) has one thread along it.
+        threaded = [a for a in used if not self.axes[a].per_block]
+        free = iter(FREE_BLOCK[max(1, len(threaded))])
         shape = []
         for a in AXES[: AXES.index(used[-1]) + 1]:
             axis = self.axes.get(a)
-            if axis is None:
+            if axis is None or axis.per_block:
                 shape.append(1)
-            elif axis.per_block:
-                shape.append(1)
-                next(free)
             elif axis.block is not None:
                 shape.append(axis.block)
                 next(free)

@@ -233,3 +233,15 @@ def test_a_later_kernel_still_reports_its_own_bad_buffer():
     )
     err = error_of(src, kernel="")
     assert (err.line, err.column) == (5, 17) and "pointer parameter of negate, got 'q'" in err.message
+
+
+def test_a_row_per_block_kernel_gets_a_block_per_row_and_threads_along_x():
+    # `r = blockIdx.y` alone: one block per row, 256 threads along the row.
+    kernel = ("__global__ void copy_rows(const float* x, float* y, int rows, int cols) {\n"
+              "    int r = blockIdx.y;\n    int c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+              "    if (r < rows && c < cols) y[r * cols + c] = x[r * cols + c];\n}\n")
+    template = spec_template(kernel, "copy_rows")
+    assert template.splitlines()[-1] == "// dice: launch grid=((cols + 255) / 256, rows), block=(256, 1)"
+    spec = parse_spec(template + kernel)["copy_rows"]
+    assert spec.grid == (16, 4096, 1) and spec.block == (256, 1, 1)
+    assert spec.buffers == {"x": 4096 * 4096, "y": 4096 * 4096}

@@ -528,15 +528,32 @@ def spec_errors_as_diagnostics(source: str):
 # ---------------------------------------------------------------- template
 
 def spec_template(source: str, kernel: str) -> str:
-    """`// dice:` lines for the kernel, from its signature, to insert above it: a size for
-    every integer parameter, a value for every float one, a buffer for every pointer, and a
-    launch covering the buffers with 256-thread blocks. A starting point the user edits."""
+    """`// dice:` lines for the kernel, to insert above it: a size for every integer parameter,
+    a value for every float one, a buffer for every pointer, and a launch. A kernel whose index
+    arithmetic reads y or z (or checks its x index against a bound) gets the grid and block
+    that cover the bounds it checks (profiler/source/launch_shape.py), its buffers the sizes
+    their subscripts span; one that indexes an axis that cannot be read is a ValueError saying
+    why (no launch rather than one that leaves an axis at 0). Any other kernel gets 256-thread
+    blocks over its buffers. A starting point the user edits."""
     from profiler.source.cuda_source import find_kernel
+    from profiler.source.launch_shape import launch_shape
 
     k = find_kernel(source, kernel)
     indent = " " * k.start[1]
     ints = [p.name for p in k.params if not p.pointer and p.type in INT_TYPES]
     floats = [p.name for p in k.params if not p.pointer and p.type not in INT_TYPES]
+    pointers = [p.name for p in k.params if p.pointer]
+    lines = source.splitlines()
+    body = "\n".join(lines[k.body_start[0]:k.body_end[0] + 1])
+    shape = launch_shape(body, source, ints, pointers)
+    if shape is None:
+        lines = _linear_template(ints, floats, pointers)
+    else:
+        lines = _shaped_template(shape, ints, floats, pointers)
+    return "".join(f"{indent}// dice: {line}\n" for line in lines)
+
+
+def _linear_template(ints: list[str], floats: list[str], pointers: list[str]) -> list[str]:
     lines = []
     # Sizes whose product is 2^24 elements: big enough to time, small enough for any GPU.
     if not ints:
@@ -549,9 +566,29 @@ def spec_template(source: str, kernel: str) -> str:
         lines += [f"let {ints[0]} = 4096", f"let {ints[1]} = 4096"] + [f"let {name} = 1" for name in ints[2:]]
         size = f"{ints[0]} * {ints[1]}"
     lines += [f"let {name} = 1.5" for name in floats]
-    pointers = [p.name for p in k.params if p.pointer]
     if pointers:
         lines.append("buffer " + ", ".join(f"{name}[{size}]" for name in pointers))
     grid_count = size if " " not in size else f"({size})"
     lines.append(f"launch grid=({grid_count} + 255) / 256, block=256")
-    return "".join(f"{indent}// dice: {line}\n" for line in lines)
+    return lines
+
+
+# Each size of a kernel's domain, by how many there are: 2^24 elements (1D, 4096^2, 256^3),
+# big enough to time and small enough for any GPU. A kernel that also loops over a size (a
+# matmul's K) does size^3 work: 1024 each keeps that near 2^30.
+DOMAIN_SIZE = {1: "1 << 24", 2: "4096", 3: "256"}
+LOOPED_SIZE = "1024"
+
+
+def _shaped_template(shape, ints: list[str], floats: list[str], pointers: list[str]) -> list[str]:
+    sizes = shape.dims + shape.loop_bounds
+    value = LOOPED_SIZE if shape.loop_bounds else DOMAIN_SIZE.get(len(shape.dims), "16")
+    lines = [f"let {name} = {value if name in sizes else 1}" for name in ints]
+    lines += [f"let {name} = 1.5" for name in floats]
+    if pointers:
+        def count(name: str) -> str:
+            dims = shape.buffer_dims.get(name) or sizes
+            return " * ".join(dims) if dims else "1 << 20"
+        lines.append("buffer " + ", ".join(f"{name}[{count(name)}]" for name in pointers))
+    lines.append(f"launch {shape.launch()}")
+    return lines

@@ -2,7 +2,7 @@
 kernel_static_checker: each found is a named flag on the verdict (profiler.verdict).
 
 A flag is a reason to look, not proof: the judge's guarantees do not rest on it (see the
-README's threat model), and a determined candidate can hide from any regular expression.
+docs/threat-model.md), and a determined candidate can hide from any regular expression.
 It catches the plain forms: work on other streams or threads, patched timers, comparison
 or library functions (Model runs in the candidate's process, so a patched torch.relu would
 change the baseline's answer too), reaching into the harness's memory, reading the

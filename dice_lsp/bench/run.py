@@ -16,7 +16,8 @@ with its reason and the run goes on.
 Then it prints a table per level (dice_lsp.bench.stats: problems, compiled, correct,
 fast_1, fast_2, geometric-mean speedup, and the candidates not counted because their
 measurement proves nothing; against eager PyTorch and, where it worked, torch.compile),
-writes OUT/speedups.png, and with --json prints the summary object.
+writes OUT/speedups.png and OUT/report.html (dice_lsp.bench.html_report), and with --json
+prints the summary object.
 
 `--protocol` (profiler.protocol) says how candidates are judged: ours (dice-lsp) or DICE's
 evaluation (dice), whose extraction also decides which answers are judged at all
@@ -39,6 +40,7 @@ from dice_lsp.bench import results as bench_results
 from dice_lsp.bench.extraction import fail_rejected
 from dice_lsp.bench.problems import discover
 from dice_lsp.bench.progress import JudgeProgress, verdict_words
+from dice_lsp.bench.html_report import REPORT_FILE, write_report
 from dice_lsp.bench.report import format_table, write_chart
 from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
@@ -426,7 +428,9 @@ def summarize(plan: Plan, run: RunRecord) -> tuple[dict[str, Any], list[Table]]:
         "tables": [t.to_json() for t in tables],
         "results": str(plan.out_dir / bench_results.RESULTS_FILE),
         "chart": str(chart),
+        "report": str(plan.out_dir / REPORT_FILE),
     }
+    write_report(records, run.summary, tables, plan.out_dir / REPORT_FILE)
     return run.summary, tables
 
 
@@ -462,5 +466,5 @@ def human_report(summary: dict[str, Any], tables: list[Table]) -> str:
     if summary["errors"]:
         blocks.append(f"{len(summary['errors'])} problem(s) failed:")
         blocks += [f"  {e['name']}: {e['error']}" for e in summary["errors"]]
-    blocks.append(f"results: {summary['results']}\nchart:   {summary['chart']}")
+    blocks.append(f"results: {summary['results']}\nchart:   {summary['chart']}\nreport:  {summary['report']}")
     return "\n\n".join(blocks)

@@ -33,7 +33,7 @@ MAX_TOKENS = 8192
 @dataclass(frozen=True)
 class Settings:
     model: str = "builtin"
-    # "dice": DICE's own decoder and sampling (README, Presets); steps, blockSize and
+    # "dice": DICE's own decoder and sampling (docs/contracts.md, Presets and prompts); steps, blockSize and
     # temperature then come from the preset, strategy and threshold from these settings.
     preset: str = "default"
     candidates: int = 4

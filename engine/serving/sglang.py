@@ -16,7 +16,7 @@ top-1 probability is above `threshold`, else the single most confident one. With
 of 1.0 no probability is above it, so each step commits one token, the most confident: DICE's
 static schedule at 4 steps per block of 4 (the `dice` preset). LowConfidence takes the argmax,
 so it decodes greedily whatever the request's temperature: the `dice` preset's top_k of 1.
-`launch_command` and `DICE_DLLM_CONFIG` are that set-up; the README shows it.
+`launch_command` and `DICE_DLLM_CONFIG` are that set-up; docs/contracts.md shows it.
 
 The mask token's text is refused in a prompt: SGLang's tokenizer would read it as the mask
 token, a position to fill, inside the prompt.

@@ -66,7 +66,7 @@ def test_checkhealth_reports_server_model_and_gpu(nvim):
     assert "GPU: " in report
 
 
-def test_checkhealth_names_a_missing_server(nvim):
+def test_checkhealth_names_a_missing_server(nvim, repo_root: Path):
     missing = "/nonexistent/bin/dice-lsp"
     result = nvim.run(
         """
@@ -77,7 +77,14 @@ def test_checkhealth_names_a_missing_server(nvim):
     )
     report = "\n".join(result["lines"])
     assert f"ERROR server command not found: {missing}" in report
-    assert "pip install dice-lsp" in report
+    # dice-lsp is not on PyPI: the advice is the README's install command, run in the checkout
+    # the plugin was loaded from, and the setup() line naming the server that command installs.
+    install = "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 -e ."
+    readme_install = (repo_root / "README.md").read_text().split("```sh\n", 1)[1].split("```")[0].splitlines()
+    assert install == " && ".join(readme_install[:-1])  # its last line runs the fill
+    assert f"install it from the checkout: cd '{repo_root}' && {install}" in report
+    assert f"then require('dice').setup({{ cmd = {{ '{repo_root}/.venv/bin/dice-lsp' }} }})" in report
+    assert "pip install dice-lsp" not in report
     assert "no dice-lsp running" in report
 
 

@@ -79,6 +79,7 @@ def test_commands_and_activation():
         "dice.profileKernel": "Profile Kernel",
         "dice.restartServer": "Restart Server",
         "dice.showOutput": "Show Output",
+        "dice.openBenchReport": "Open bench report",
     }
     # The server's command ids are registered by the language client itself: no clash.
     assert not set(commands) & {"dice.fill", "dice.optimize", "dice.profile", "dice.applyCandidate", "dice.cancel"}

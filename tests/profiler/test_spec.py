@@ -249,3 +249,15 @@ def test_spec_lines_are_the_directives_the_parser_reads():
     assert spec_lines(source) == "dice: let n = 256\ndice: buffer y[n]\ndice: launch grid=1, block=n"
     assert parse_spec(source)["k"].values["n"] == 256
     assert spec_lines("__global__ void k() {}\n") == ""
+
+
+def test_a_row_per_block_kernel_gets_a_block_per_row_and_threads_along_x():
+    # `r = blockIdx.y` alone: one block per row, 256 threads along the row.
+    kernel = ("__global__ void copy_rows(const float* x, float* y, int rows, int cols) {\n"
+              "    int r = blockIdx.y;\n    int c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+              "    if (r < rows && c < cols) y[r * cols + c] = x[r * cols + c];\n}\n")
+    template = spec_template(kernel, "copy_rows")
+    assert template.splitlines()[-1] == "// dice: launch grid=((cols + 255) / 256, rows), block=(256, 1)"
+    spec = parse_spec(template + kernel)["copy_rows"]
+    assert spec.grid == (16, 4096, 1) and spec.block == (256, 1, 1)
+    assert spec.buffers == {"x": 4096 * 4096, "y": 4096 * 4096}

@@ -1,7 +1,10 @@
 // Entry point: wires the language server, the status bar and the commands together.
 
 import * as vscode from "vscode";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { followUp, profileMessage } from "./answers";
+import { findReports, REPORT_FILE, reportChoices } from "./benchReport";
 import { DiceLanguageServer } from "./languageServer";
 import { DiceStatusBar } from "./statusBar";
 
@@ -65,6 +68,54 @@ async function fillSelection(dice: DiceLanguageServer): Promise<void> {
   await afterGenerate(dice, uri, answer);
 }
 
+const LAST_REPORT = "dice.lastBenchReport";
+const BROWSE = "Choose a report.html…";
+
+/** DICE: Open bench report: the last one opened or one found in the workspace (newest
+ * first), or one chosen from disk, shown in a webview (the page runs no script). */
+async function openBenchReport(context: vscode.ExtensionContext): Promise<void> {
+  const roots = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+  const choices = reportChoices(findReports(roots), context.globalState.get<string>(LAST_REPORT));
+  let file: string | undefined;
+  if (choices.length > 0) {
+    const picked = await vscode.window.showQuickPick(
+      [...choices.map((c) => ({ label: path.basename(path.dirname(c)), detail: c })), { label: BROWSE, detail: "" }],
+      { title: "DICE: open a dice bench report", placeHolder: "newest first" },
+    );
+    if (picked === undefined) {
+      return;
+    }
+    file = picked.label === BROWSE ? undefined : picked.detail;
+  }
+  if (file === undefined) {
+    const chosen = await vscode.window.showOpenDialog({
+      canSelectMany: false,
+      filters: { "dice bench report": ["html"] },
+      openLabel: "Open report",
+      title: `DICE: choose a dice bench ${REPORT_FILE}`,
+    });
+    if (chosen === undefined || chosen.length === 0) {
+      return;
+    }
+    file = chosen[0].fsPath;
+  }
+  let page: string;
+  try {
+    page = fs.readFileSync(file, { encoding: "utf8" });
+  } catch (err) {
+    void vscode.window.showErrorMessage(`DICE: cannot read ${file}: ${String(err)}`);
+    return;
+  }
+  await context.globalState.update(LAST_REPORT, file);
+  const panel = vscode.window.createWebviewPanel(
+    "diceBenchReport",
+    `DICE bench: ${path.basename(path.dirname(file))}`,
+    vscode.ViewColumn.Active,
+    { enableScripts: false, localResourceRoots: [] },
+  );
+  panel.webview.html = page;
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel("DICE");
   const statusBar = new DiceStatusBar();
@@ -81,6 +132,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("dice.profileKernel", () => runAtCursor(dice, "dice.profile")),
     vscode.commands.registerCommand("dice.restartServer", () => dice.restart()),
     vscode.commands.registerCommand("dice.showOutput", () => output.show(true)),
+    vscode.commands.registerCommand("dice.openBenchReport", () => openBenchReport(context)),
   );
   await dice.start();
 }

@@ -81,8 +81,9 @@ export function pythonHasDiceLsp(python: string): boolean {
 }
 
 const INSTALL_HINT =
-  "Install it with `pip install dice-lsp` (or `pip install -e .` in a checkout), then set " +
-  "dice.interpreter to that Python or dice.serverPath to its dice-lsp.";
+  "Install it in a checkout of dice-lsp (it is not on PyPI): `python3 -m venv .venv && " +
+  ". .venv/bin/activate && pip install torch==2.13.0 -e .`, then set dice.interpreter to " +
+  "that .venv/bin/python or dice.serverPath to its .venv/bin/dice-lsp.";
 
 export function resolveServerCommand(lookup: ServerLookup): ServerCommand {
   const hasDiceLsp = lookup.hasDiceLsp ?? pythonHasDiceLsp;

@@ -77,7 +77,8 @@ test("dice.interpreter runs the server module", () => {
 test("a dice.interpreter without dice_lsp is an error that says how to install it", () => {
   assert.throws(
     () => resolveServerCommand({ serverPath: "", interpreter: "/usr/bin/python3", hasDiceLsp: () => false }),
-    (err: unknown) => err instanceof ServerNotFoundError && /cannot import dice_lsp/.test(err.message) && /pip install/.test(err.message),
+    (err: unknown) => err instanceof ServerNotFoundError && /cannot import dice_lsp/.test(err.message) &&
+      err.message.includes("pip install torch==2.13.0 -e .") && !err.message.includes("pip install dice-lsp"),
   );
 });
 

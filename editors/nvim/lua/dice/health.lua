@@ -20,6 +20,32 @@ local function server_cmd()
   return nil
 end
 
+-- The checkout this plugin was loaded from (editors/nvim/lua/dice/health.lua is four levels
+-- below its root): dice-lsp is not on PyPI, so the server is installed from there.
+local function checkout_root()
+  local here = debug.getinfo(1, "S").source:gsub("^@", "")
+  return vim.fn.fnamemodify(here, ":p:h:h:h:h:h")
+end
+
+-- What to run: the README's install command in the checkout, then the server it installs
+-- (already installed there: only the setup() line).
+---@return string[]
+local function install_advice()
+  local root = checkout_root()
+  local venv_server = root .. "/.venv/bin/dice-lsp"
+  local setup_line = string.format("require('dice').setup({ cmd = { '%s' } })", venv_server)
+  if vim.fn.executable(venv_server) == 1 then
+    return { "dice-lsp is installed in the checkout's .venv: " .. setup_line }
+  end
+  return {
+    string.format(
+      "install it from the checkout: cd %s && python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 -e .",
+      vim.fn.shellescape(root)
+    ),
+    "then " .. setup_line,
+  }
+end
+
 local function check_server_command()
   local cmd = server_cmd()
   if cmd == nil then
@@ -28,10 +54,7 @@ local function check_server_command()
   end
   local exe = vim.fn.exepath(cmd[1])
   if exe == "" then
-    vim.health.error(
-      string.format("server command not found: %s", table.concat(cmd, " ")),
-      { "pip install dice-lsp", "or require('dice').setup({ cmd = { '/path/to/venv/bin/dice-lsp' } })" }
-    )
+    vim.health.error(string.format("server command not found: %s", table.concat(cmd, " ")), install_advice())
   else
     vim.health.ok(string.format("server command: %s (%s)", table.concat(cmd, " "), exe))
   end

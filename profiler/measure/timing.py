@@ -27,6 +27,15 @@ too. The inputs of a pair are fresh, so a result kept from an earlier call is st
 outputs of randomly chosen pairs are checked (`check`), which a cache keyed on pointers,
 shapes or sampled values fails, or, when it misses, its speedup vanishes.
 
+A KernelBench timing is audited (Audited): its pairs come in batches that the judge grants
+over its own clock (profiler.sandbox.clock), each with the seed its pairs' inputs come from and
+the key their outputs are fingerprinted with; every pair is checked, the candidate first (no
+output of the baseline for the pair's inputs exists while it runs), and each batch's report
+goes to the judge as soon as its last pair has run. The candidate's process may read and
+rewrite all of this; what the judge relies on is its own clock and the audit of the reported
+fingerprints by a process that runs no candidate code (profiler.verdict). Before every run the
+persisting part of L2 is given back (DeviceOps.reset_l2), on both sides.
+
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
 PyTorch modules (KernelBench); profiler.run.device builds them.
 """

@@ -16,6 +16,9 @@ from profiler.settings import DEFAULT_COMPILER_MEMORY, Environment
 REPO = Path(__file__).resolve().parents[2]
 # Each token is read beside the listener that asks for it; every other variable in settings.py.
 TOKEN_HOMES = {LSP_TOKEN: "dice_lsp/core/config.py", ENGINE_TOKEN: "engine/serving/client.py"}
+# The engine's own (it imports nothing of the profiler): where its compilers' caches and its
+# warm-up record are kept, read beside the code that keeps them.
+TOKEN_HOMES |= {"DICE_COMPILE_CACHE": "engine/model/compile_cache.py", "DICE_WARM_RECORD": "engine/model/compile_cache.py"}
 # Names the product sets for its own child processes, never read as a user's setting.
 INTERNAL = {"DICE_SANDBOX_MARKER", "DICE_BUILDERS_DIR"}
 
@@ -74,7 +77,7 @@ def _dice_names_read(path: Path) -> set[str]:
 def test_no_other_product_module_reads_a_dice_variable():
     own = {REPO / "profiler" / "settings.py": {v.name for v in settings.VARIABLES}}
     for name, home in TOKEN_HOMES.items():
-        own[REPO / home] = {name}
+        own.setdefault(REPO / home, set()).add(name)
     elsewhere = {}
     for package in ("dice_lsp", "engine", "profiler"):
         for path in (REPO / package).rglob("*.py"):

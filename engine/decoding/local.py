@@ -21,7 +21,7 @@ from engine.model.compile_cache import WarmRecords, use_persistent_caches, warm_
 from engine.model.loading import load_checkpoint
 from engine.model.routes import FALLBACK, FAST_PATHS, Routing, default_path
 from engine.model.sdar import SDARConfig, SDARForCausalLM
-from engine.fill.repair import FIM_OVERSAMPLE, fim_fill
+from engine.fill.repair import FIM_OVERSAMPLE, fim_fill, fim_request
 from engine.types import Cancelled, Candidate, EngineError, EngineInfo, InfillRequest, Request
 
 SMALL_HIDDEN = 1024
@@ -105,7 +105,7 @@ class LocalEngine(EngineBase):
         try:
             if isinstance(request, InfillRequest):
                 request = self.fit_to_context(request)
-            self.check_memory(request)
+            self.check_memory(fim_request(request) if fim else request)
             if fim:
                 return fim_fill(request, self.drawer(on_progress, should_cancel))
             return self.decode_batch(request, on_progress, should_cancel)

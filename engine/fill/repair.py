@@ -71,12 +71,19 @@ class Drawer(Protocol):
     def name_start(self, names: list[str]): ...
 
 
+def fim_request(request: InfillRequest) -> InfillRequest:
+    """The request as a FIM fill decodes it: a selection inside one line takes at most
+    ONE_LINE_MAX_TOKENS (what the engine reckons memory for, too)."""
+    if inside_one_line(request.prefix, request.suffix):
+        return replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
+    return request
+
+
 def fim_fill(request: InfillRequest, drawer: Drawer) -> list[Candidate]:
     """The request's n answers: candidates cut to the selection's shape (engine.fill.spans.cut_to_span)
     and written as the file writes the same code, or where it says nothing as most CUDA code
     writes it (engine.fill.spelling); a sampled fill draws more and keeps the best ranked."""
-    if inside_one_line(request.prefix, request.suffix):
-        request = replace(request, max_tokens=min(request.max_tokens, ONE_LINE_MAX_TOKENS))
+    request = fim_request(request)
     sampled = request.sampling.temperature != 0
     drawn = fim_draw(request, FIM_OVERSAMPLE if sampled else 1, drawer)
     if sampled:

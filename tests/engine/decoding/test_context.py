@@ -152,6 +152,6 @@ def test_a_job_the_model_refuses_does_not_advise_another_model(tmp_path):
 def test_max_tokens_past_the_context_says_so_with_numbers_that_make_sense(tmp_path):
     path = tmp_path / "small.cu"
     path.write_text(big_cuda_file(40))
-    done = dice_fill(path, "--range", "8:5-8:51", "--max-tokens", "100000")
-    assert done.returncode == 1 and "max_tokens 100000 is not less than the model's context of" in done.stderr
+    done = dice_fill(path, "--range", "8:5-8:51", "--max-tokens", "8192")
+    assert done.returncode == 1 and "max_tokens 8192 is not less than the model's context of" in done.stderr
     assert not re.search(r"-\d", done.stderr), done.stderr  # no "more than the -98976 that max_tokens leaves"

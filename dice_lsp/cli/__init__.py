@@ -205,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "engine":
         from engine.serving import server
 
+        from profiler import settings
+
         args.memory = settings.current().engine_memory
         return server.main(args)
     # Every other command checks or judges code with the profiler.

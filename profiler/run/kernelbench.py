@@ -366,9 +366,13 @@ class Problem:
     def _output_like(self, signed: bool) -> list:
         """Model's outputs on a throwaway input set: their sizes and dtypes, for poisoning the
         allocator before a candidate's run, with no output of the set being checked alive."""
+        import secrets
+
+        import torch
+
         if self.like is None:
-            throwaway = self.inputs(secrets_seed(), signed)
-            self.like = [torch_empty_like(t) for t in _tensors(self.model(*throwaway))]
+            throwaway = self.inputs(secrets.randbits(31), signed)
+            self.like = [torch.empty_like(t) for t in _tensors(self.model(*throwaway))]
             del throwaway
         return self.like
 
@@ -458,18 +462,6 @@ class TimedInputs:
     def write(self, values: list) -> None:
         for side in self.sides:
             write_in_place(side, values)
-
-
-def secrets_seed() -> int:
-    import secrets
-
-    return secrets.randbits(31)
-
-
-def torch_empty_like(tensor):
-    import torch
-
-    return torch.empty_like(tensor)
 
 
 def write_in_place(targets: list, values: list) -> None:

@@ -53,8 +53,11 @@ class Nvim:
     binary: Path
     workdir: Path
 
-    def run(self, script: str, *, setup: dict[str, Any] | None = None, timeout: float = 240) -> dict[str, Any]:
-        """Run `script` (Lua, using the harness's T) in a fresh headless Neovim."""
+    def run(
+        self, script: str, *, setup: dict[str, Any] | None = None, timeout: float = 240, checkout: Path = REPO
+    ) -> dict[str, Any]:
+        """Run `script` (Lua, using the harness's T) in a fresh headless Neovim, the plugin loaded
+        from `checkout`/editors/nvim."""
         script_path = self.workdir / "test_script.lua"
         out_path = self.workdir / "result.json"
         script_path.write_text(script)
@@ -62,7 +65,7 @@ class Nvim:
         setup = {"cmd": server_command(), **(setup or {})}
         env = {
             **os.environ,
-            "DICE_REPO": str(REPO),
+            "DICE_REPO": str(checkout),
             "DICE_NVIM_SETUP": json.dumps(setup),
             "DICE_TEST_SCRIPT": str(script_path),
             "DICE_TEST_OUT": str(out_path),

@@ -4,6 +4,7 @@ real dice-lsp server as its subprocess."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -66,26 +67,36 @@ def test_checkhealth_reports_server_model_and_gpu(nvim):
     assert "GPU: " in report
 
 
-def test_checkhealth_names_a_missing_server(nvim, repo_root: Path):
+def test_checkhealth_names_a_missing_server(nvim, repo_root: Path, tmp_path: Path):
     missing = "/nonexistent/bin/dice-lsp"
-    result = nvim.run(
-        """
+    # A checkout of the plugin alone (the real one may hold the .venv the README's install made).
+    checkout = tmp_path / "checkout"
+    shutil.copytree(repo_root / "editors" / "nvim", checkout / "editors" / "nvim")
+    script = """
         vim.cmd("checkhealth dice")
         T.finish({ lines = T.lines() })
-        """,
-        setup={"cmd": [missing]},
-    )
-    report = "\n".join(result["lines"])
+        """
+    report = "\n".join(nvim.run(script, setup={"cmd": [missing]}, checkout=checkout)["lines"])
     assert f"ERROR server command not found: {missing}" in report
     # dice-lsp is not on PyPI: the advice is the README's install command, run in the checkout
     # the plugin was loaded from, and the setup() line naming the server that command installs.
     install = "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 -e ."
     readme_install = (repo_root / "README.md").read_text().split("```sh\n", 1)[1].split("```")[0].splitlines()
     assert install == " && ".join(readme_install[:-1])  # its last line runs the fill
-    assert f"install it from the checkout: cd '{repo_root}' && {install}" in report
-    assert f"then require('dice').setup({{ cmd = {{ '{repo_root}/.venv/bin/dice-lsp' }} }})" in report
+    assert f"install it from the checkout: cd '{checkout}' && {install}" in report
+    setup_line = f"require('dice').setup({{ cmd = {{ '{checkout}/.venv/bin/dice-lsp' }} }})"
+    assert f"then {setup_line}" in report
     assert "pip install dice-lsp" not in report
     assert "no dice-lsp running" in report
+
+    # Once that install has made the checkout's .venv, the advice is only the setup() line.
+    server = checkout / ".venv" / "bin" / "dice-lsp"
+    server.parent.mkdir(parents=True)
+    server.write_text("#!/bin/sh\n")
+    server.chmod(0o755)
+    report = "\n".join(nvim.run(script, setup={"cmd": [missing]}, checkout=checkout)["lines"])
+    assert f"dice-lsp is installed in the checkout's .venv: {setup_line}" in report
+    assert "install it from the checkout" not in report
 
 
 def test_dice_profile_at_cursor_reports_the_verdict(nvim, repo_root: Path):

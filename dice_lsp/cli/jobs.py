@@ -184,7 +184,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     except EngineError as exc:  # the model is there; the job failed (another model would not help)
         bar.close()
-        print(f"dice {args.command}: the model {args.model!r} failed: {exc}", file=sys.stderr)
+        print(f"dice {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         bar.close()

@@ -84,3 +84,77 @@ def test_a_worker_killed_by_a_signal_is_named_for_it(dice, child_env):
     assert process.returncode == 1
     assert "engine worker killed by signal 9 (SIGKILL; it held " in stderr, stderr
     assert "out of memory" not in stderr and "(no output)" not in stderr
+
+
+class MemoryCgroup:
+    """A memory cgroup of its own (v1 or v2), made for one test and removed after it."""
+
+    def __init__(self, name: str) -> None:
+        v1 = Path("/sys/fs/cgroup/memory")
+        if v1.is_dir():
+            self.folder, self.limit_file, self.usage_file = v1 / name, "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            self.folder, self.limit_file, self.usage_file = Path("/sys/fs/cgroup") / name, "memory.max", "memory.current"
+        self.folder.mkdir()
+
+    def limit(self, size: int) -> None:
+        (self.folder / self.limit_file).write_text(str(size))
+
+    def usage(self) -> int:
+        return int((self.folder / self.usage_file).read_text())
+
+    def enter(self) -> None:
+        """Put the calling process in it (a Popen's preexec_fn: the child, before it runs)."""
+        (self.folder / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        for _ in range(100):  # the killed processes leave it a moment after they are reaped
+            try:
+                self.folder.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+@pytest.fixture
+def memory_cgroup():
+    try:
+        group = MemoryCgroup(f"dice-test-{os.getpid()}")
+        group.limit(8 << 30)
+    except OSError as exc:
+        pytest.skip(f"no memory cgroup can be made here ({exc}): the test needs root and a writable cgroup fs")
+    yield group
+    group.remove()
+
+
+def _resident(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) << 10 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker through /proc (Linux)")
+def test_a_worker_the_oom_killer_ends_is_named_killed_for_memory(child_env, memory_cgroup):
+    """The CLI and its worker in a memory cgroup whose limit drops, once the worker is decoding 64
+    candidates, to a little over what they hold: the kernel's OOM killer ends the worker (the
+    largest), and the user is told it was memory, with what to ask for instead."""
+    command = [sys.executable, "-m", "dice_lsp.cli", "fill", SAXPY, "--range", "12:9-12:32",
+               "--candidates", "64", "--max-tokens", "768"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env,
+                               preexec_fn=memory_cgroup.enter)
+    try:
+        worker = _worker_of(process.pid, time.monotonic() + 60)
+        deadline = time.monotonic() + 120
+        while _resident(worker) < 400 << 20:  # the model loaded (about 220 MiB), the batch's decoding under way
+            assert process.poll() is None and time.monotonic() < deadline, "the fill ended before it was squeezed"
+            time.sleep(0.05)
+        memory_cgroup.limit(memory_cgroup.usage() + (16 << 20))
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 1, stderr
+    assert stderr.startswith("dice fill: engine worker killed for memory (out of memory: the kernel's OOM killer "
+                             "ended it; it held "), stderr
+    assert "ask for fewer candidates or tokens, or free memory" in stderr

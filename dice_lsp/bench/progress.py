@@ -2,8 +2,10 @@
 
 Phases: queued, building (its candidates' extensions are being built), waiting for GPU
 (built, the GPU is busy with earlier problems), timing (its runs on the GPU), then done with
-its verdict. Where there is no GPU to judge on, nothing waits for one or is timed: a built
-problem is loaded and compile-checked ("loading, not timed: no GPU"). On a terminal one line is
+its verdict. Where there is no GPU to judge on, nothing waits for one or is timed: a problem
+built ahead is "built", then loaded and compile-checked ("loading, not timed: no GPU"); one
+that was not (no second CPU to build ahead on) is "next to judge", then built as it loads
+("building and loading, not timed: no GPU"). On a terminal one line is
 rewritten in place (counts per phase, the problem on the GPU, the last verdict, the rate);
 otherwise (logs) one plain line per change. The rate is over the whole run's wall time, since
 `started` (generation included).
@@ -18,8 +20,10 @@ from typing import Any, TextIO
 from dice_lsp.bench.stats import counted
 
 PHASES = ("queued", "building", "waiting for GPU", "timing", "done")
-# What a phase is called where there is no GPU: nothing waits for one, nothing is timed.
-NO_GPU_WORDS = {"waiting for GPU": "built", "timing": "loading, not timed: no GPU"}
+# What a phase is called where there is no GPU: nothing waits for one, nothing is timed. The
+# first words are a problem's built ahead, the second one's that builds only as it loads.
+NO_GPU_WORDS = {"waiting for GPU": ("built", "next to judge"),
+                "timing": ("loading, not timed: no GPU", "building and loading, not timed: no GPU")}
 
 
 def verdict_words(verdicts: list[dict[str, Any]], error: str | None = None) -> str:
@@ -52,10 +56,13 @@ class JudgeProgress:
             return
         self.phases[name] = phase
         self.history.append((name, phase))
-        self._show(f"{name}: {self.words(phase)}")
+        self._show(f"{name}: {self.words(name, phase)}")
 
-    def words(self, phase: str) -> str:
-        return phase if self.gpu else NO_GPU_WORDS.get(phase, phase)
+    def words(self, name: str, phase: str) -> str:
+        if self.gpu or phase not in NO_GPU_WORDS:
+            return phase
+        built_ahead, builds_as_it_loads = NO_GPU_WORDS[phase]
+        return built_ahead if (name, "building") in self.history else builds_as_it_loads
 
     def done(self, name: str, candidates: int, words: str) -> None:
         self.phases[name] = "done"

@@ -293,7 +293,7 @@ def fresh_process_costs() -> dict:
     costs["interpreter_start_s"] = costs.pop("interpreter_started_at") - started
     costs["whole_process_s"] = ended - started
     clocked = time.monotonic()
-    profiler.gpu.clocks_mhz()  # NVML when installed, else an nvidia-smi process per call
+    profiler.machine.gpu.clocks_mhz()  # NVML when installed, else an nvidia-smi process per call
     costs["clocks_query_s"] = time.monotonic() - clocked
     log("  a fresh process: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
     return costs

@@ -12,7 +12,7 @@ import os
 from profiler.compile import CompilerMissing, nvcc_check
 from profiler.source.cuda_source import Kernel, Param, find_kernels
 from profiler.source.document import is_kernelbench
-from profiler.gpu import gpu_name
+from profiler.machine.gpu import gpu_name
 from profiler.judge import judge, profile
 from profiler.kernelbench_check import kernelbench_cuda_check
 from profiler.python_check import python_check

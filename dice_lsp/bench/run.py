@@ -46,7 +46,7 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
-from profiler import settings
+from profiler.machine import settings
 from profiler.judge import ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
 from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.protocol import protocol as judging_protocol

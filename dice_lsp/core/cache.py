@@ -15,8 +15,8 @@ from pathlib import Path
 
 import msgpack
 
-from profiler import settings
-from profiler.paths import cache_root
+from profiler.machine import settings
+from profiler.machine.paths import cache_root
 from profiler.results import Verdict
 
 log = logging.getLogger(__name__)

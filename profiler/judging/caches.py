@@ -12,8 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from profiler.gpu import compute_capability, gpu_name
-from profiler.paths import cache_dir
+from profiler.machine.gpu import compute_capability, gpu_name
+from profiler.machine.paths import cache_dir
 from profiler.results import Verdict
 from profiler.sandbox.builds import VerifiedBuilds, reuse_builds
 

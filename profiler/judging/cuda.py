@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from profiler.compile import CompilerMissing, check_arch, nvcc_check
 from profiler.source.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
-from profiler.gpu import gpu_name
+from profiler.machine.gpu import gpu_name
 from profiler.judging.caches import known_peak_gbs, remember_peak
 from profiler.judging.common import ProgressFn, check_cancel, each, seeds, time_budget
 from profiler.results import Diagnostic, Verdict

@@ -10,11 +10,11 @@ import secrets
 import threading
 from typing import Callable
 
-from profiler.gpu import compute_capability, gpu_name
+from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.judging.caches import COMPILED, TorchCompileBaseline, known_peak_gbs
 from profiler.judging.common import seeds, time_budget
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
-from profiler.paths import remove_tree
+from profiler.machine.paths import remove_tree
 from profiler.protocol import DICE_LSP, Protocol
 from profiler.python_check import python_check
 from profiler.results import Diagnostic, Verdict

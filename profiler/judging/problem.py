@@ -8,8 +8,8 @@ import os
 import secrets
 from contextlib import ExitStack
 
-from profiler import settings
-from profiler.gpu import compute_capability, gpu_name
+from profiler.machine import settings
+from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.judging.common import seeds
 from profiler.judging.kernelbench import (
     Checks,

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from profiler import gpu
+from profiler.machine import gpu
 from profiler.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
 from profiler.dtypes import itemsize, storage_dtype
-from profiler.paths import cache_dir
+from profiler.machine.paths import cache_dir
 from profiler.results import Diagnostic
 from profiler.sandbox.channel import Phase
 from profiler.measure.timing import TimedRunWrong, sample_one, time_pair

@@ -37,7 +37,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from profiler import gpu
+from profiler.machine import gpu
 from profiler.compile import parse_compiler_output
 from profiler.kernelbench_check import place_in_string
 from profiler.results import Diagnostic

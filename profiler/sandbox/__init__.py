@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from profiler.paths import remove_tree
+from profiler.machine.paths import remove_tree
 from profiler.sandbox.clock import JudgeClock
 from profiler.sandbox.channel import (CANDIDATE_NEXT, GO, MAX_RESULT_BYTES, READY, TURN_NEXT, accept_result,
                                       control_message)

@@ -16,7 +16,7 @@ to be the user's; a local file system, where flock is flock). flock belongs to a
 so two runs of one process exclude each other as two processes do, and the kernel lets go of
 the lock of a process that dies. The file is opened close-on-exec, so a process started
 meanwhile does not hold the turn after its owner lets go, and write-only with mode 0200 by
-profiler.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
+profiler.machine.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
 own folders) cannot open it to hold a turn of the judge's.
 
 The wait is not the run's: it counts against neither of its limits (profiler.sandbox's
@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from profiler.paths import lock_file
+from profiler.machine.paths import lock_file
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The environment the product reads (profiler.settings, and each listener's token beside the
+"""The environment the product reads (profiler.machine.settings, and each listener's token beside the
 listener): typed, read once, every variable documented in the README, and no DICE_ variable
 read anywhere else."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from dice_lsp.core.config import LSP_TOKEN
 from engine.serving.client import ENGINE_TOKEN
-from profiler import settings
-from profiler.settings import DEFAULT_COMPILER_MEMORY, Environment
+from profiler.machine import settings
+from profiler.machine.settings import DEFAULT_COMPILER_MEMORY, Environment
 
 REPO = Path(__file__).resolve().parents[2]
 # Each token is read beside the listener that asks for it; every other variable in settings.py.
@@ -75,7 +75,7 @@ def _dice_names_read(path: Path) -> set[str]:
 
 
 def test_no_other_product_module_reads_a_dice_variable():
-    own = {REPO / "profiler" / "settings.py": {v.name for v in settings.VARIABLES}}
+    own = {REPO / "profiler" / "machine" / "settings.py": {v.name for v in settings.VARIABLES}}
     for name, home in TOKEN_HOMES.items():
         own.setdefault(REPO / home, set()).add(name)
     elsewhere = {}

@@ -74,7 +74,7 @@ def test_the_judge_gives_each_distinct_candidate_a_verdict():
 
     if find_nvcc() is None:
         pytest.skip("no nvcc")
-    from profiler.gpu import gpu_name
+    from profiler.machine.gpu import gpu_name
 
     verdicts = judge_case(CASE, ["out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"], 20)
     assert set(verdicts) == {"out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"}

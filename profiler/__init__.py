@@ -16,7 +16,7 @@ from profiler.machine.gpu import gpu_name
 from profiler.judge import judge, profile
 from profiler.kernelbench_check import kernelbench_cuda_check
 from profiler.python_check import python_check
-from profiler.results import Diagnostic, Verdict
+from profiler.verdict.types import Diagnostic, Verdict
 from profiler.sandbox import Cancelled
 from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
 

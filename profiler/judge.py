@@ -20,7 +20,7 @@ from profiler.judging.pool import JudgeError, JudgeJob, JudgePool, worker_slots
 from profiler.judging.ray_pool import ClusterUnavailable, RayJudgePool
 from profiler.judging.schedule import judge_kernelbench
 from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 from profiler.sandbox.builds import process_builds, reuse_builds
 
 __all__ = ["ClusterUnavailable", "JudgeError", "JudgeJob", "JudgePool", "RayJudgePool", "judge", "profile",

@@ -6,7 +6,7 @@ no build); it runs for real only in the sandbox.
 
 from __future__ import annotations
 
-from profiler.results import Diagnostic
+from profiler.verdict.types import Diagnostic
 
 
 def python_check(source: str, path: str) -> list[Diagnostic]:

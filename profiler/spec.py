@@ -516,7 +516,7 @@ def spec_lines(source: str) -> str:
 
 def spec_errors_as_diagnostics(source: str):
     """A bad spec as an editor diagnostic (empty when the spec is fine)."""
-    from profiler.results import Diagnostic
+    from profiler.verdict.types import Diagnostic
 
     try:
         parse_spec(source)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dice_lsp.bench.results import CandidateRecord
 from profiler.protocol import Protocol
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 REJECTED = "lenient"
 MESSAGE = ("no code: DICE's extraction finds no closed ``` block in the answer, so under protocol "

@@ -17,7 +17,7 @@ import msgpack
 
 from profiler.machine import settings
 from profiler.machine.paths import cache_root
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 log = logging.getLogger(__name__)
 

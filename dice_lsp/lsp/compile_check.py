@@ -31,7 +31,7 @@ from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.lsp.lsp_text import document_key, open_document
 from profiler.compile import kill_running_compilers
-from profiler.results import Diagnostic
+from profiler.verdict.types import Diagnostic
 from profiler.spec import spec_errors_as_diagnostics
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import secrets
 from typing import Callable
 
 from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 from profiler.sandbox import Cancelled
 
 # Progress: on_progress(index, total) before candidate `index` (1-based) is judged, and

@@ -29,7 +29,7 @@ from profiler.judging.common import ProgressFn, check_cancel
 from profiler.judging import problem as problems
 from profiler.judging.kernelbench import torch_compile_baseline, with_torch_compile
 from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 from profiler.sandbox import POOL, Cancelled
 from profiler.sandbox.keeper import descendants
 

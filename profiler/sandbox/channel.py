@@ -20,7 +20,7 @@ The nonce stops a candidate from answering for the harness without reading the h
 memory (writing a result file, writing a forged object to the pipe it finds under
 /proc/self/fd: the judge sees two objects, or none with the nonce). A candidate that reads
 the nonce out of the harness's memory (gc, frames, ctypes) can forge measurements; that is
-why the judge trusts measurements only as far as profiler.verdict's cross-checks go.
+why the judge trusts measurements only as far as profiler.verdict.decision's cross-checks go.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dice_lsp.core.jobs import JobResult, Snapshot, best_candidate
 from dice_lsp.core.measured import measured_units, unit_key
 from dice_lsp.core.targets import optimize_target
 from engine.types import Candidate, EngineError, EngineGone
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 PATH = "/work/k.cu"
 SOURCE = """\

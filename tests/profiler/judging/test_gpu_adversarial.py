@@ -30,7 +30,7 @@ import pytest
 
 import profiler
 from profiler.kernelbench_check import kernelbench_cuda_diagnostics
-from profiler.results import PROVEN
+from profiler.verdict.types import PROVEN
 
 LIBRARY = Path(__file__).parent.parent / "adversarial"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from profiler.measure.stats import speedup_interval, summarize
-from profiler import verdict_rules as rules
+from profiler.verdict import rules
 from profiler.measure.timing import DeviceOps, TimedRunWrong, time_pair
 
 

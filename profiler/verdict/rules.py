@@ -1,6 +1,6 @@
 """The rules that decide whether a measured speedup is proof, as pure functions of the
 numbers a harness sends (profiler.measure.timing's per-run records) and of the GPU's own
-facts. profiler.verdict applies them; tests pin each one without a GPU.
+facts. profiler.verdict.decision applies them; tests pin each one without a GPU.
 
 - Escaped work. Every run ends with a device-wide synchronize, and every run records how long
   its L2 flush took (work another stream runs beside it slows it) and how long after the

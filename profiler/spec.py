@@ -514,17 +514,6 @@ def spec_lines(source: str) -> str:
     return "\n".join(f"dice: {d.text.rstrip()}" for d in _dice_directives(source))
 
 
-def spec_errors_as_diagnostics(source: str):
-    """A bad spec as an editor diagnostic (empty when the spec is fine)."""
-    from profiler.verdict.types import Diagnostic
-
-    try:
-        parse_spec(source)
-    except SpecError as exc:
-        return [Diagnostic(exc.line, exc.column, "error", f"dice spec: {exc.message}")]
-    return []
-
-
 # ---------------------------------------------------------------- template
 
 def spec_template(source: str, kernel: str) -> str:

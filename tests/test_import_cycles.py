@@ -184,11 +184,11 @@ def test_dice_bench_judges_through_the_profilers_surface():
 # The profiler's sub-packages, lowest first: each imports only its own layer and those below.
 # source (reading documents) < machine (its settings, cache folders, GPU facts) < measure
 # (statistics, checks of outputs, timing) < sandbox (the sandboxed process, from outside) <
-# verdict (what one is, its rules, its decision) < run (what runs inside the sandbox) < judging
-# (the parent side: requests, pipelines, the schedule). The profiler's single modules (compile,
-# spec...) sit beside them for any layer above source; profiler.judge (judge(), profile()) and
-# the package itself are the top.
-PROFILER_LAYERS = ("source", "machine", "measure", "sandbox", "verdict", "run", "judging")
+# verdict (what one is, its rules, its decision) < checks (compile-only checks, their
+# Diagnostics) < run (what runs inside the sandbox) < judging (the parent side: requests,
+# pipelines, the schedule). The profiler's single modules (spec...) sit beside them for any
+# layer above source; profiler.judge (judge(), profile()) and the package itself are the top.
+PROFILER_LAYERS = ("source", "machine", "measure", "sandbox", "verdict", "checks", "run", "judging")
 
 
 def test_profiler_sub_packages_import_only_downwards():

@@ -10,7 +10,7 @@ import json
 
 
 def facts() -> dict:
-    from profiler.compile import find_nvcc
+    from profiler.checks.compile import find_nvcc
     from profiler.machine.gpu import compute_capability, gpu_name
     from profiler.sandbox.isolation import describe
     from dice_lsp.core.config import LSP_TOKEN

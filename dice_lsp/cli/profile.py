@@ -125,7 +125,7 @@ def exit_code(verdict: Verdict) -> int:
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
-    # SystemExit unwinds through profiler.compile.run_compiler, which then kills nvcc's
+    # SystemExit unwinds through profiler.checks.compile.run_compiler, which then kills nvcc's
     # process group: nvcc runs in a session of its own, out of reach of a signal to ours.
     raise SystemExit(128 + signum)
 

@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from profiler.compile import CompilerMissing, check_arch, nvcc_check
+from profiler.checks.compile import CompilerMissing, check_arch, nvcc_check
 from profiler.source.cuda_source import Kernel, find_kernel
 from profiler.dtypes import dtype_name
 from profiler.machine.gpu import gpu_name

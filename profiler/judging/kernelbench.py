@@ -13,17 +13,17 @@ from typing import Callable
 from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.judging.caches import COMPILED, TorchCompileBaseline, known_peak_gbs
 from profiler.judging.common import seeds, time_budget
-from profiler.kernelbench_check import kernelbench_cuda_diagnostics
+from profiler.checks.kernelbench import kernelbench_cuda_diagnostics
 from profiler.machine.paths import remove_tree
 from profiler.protocol import DICE_LSP, Protocol
-from profiler.python_check import python_check
+from profiler.checks.python import python_check
 from profiler.verdict.types import Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome, Started, run_sandboxed, run_started
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.sandbox.clock import pair_seed
 from profiler.sandbox.spare import DOCUMENT_SPARE
 from profiler.source.document import defines_model_new, kernelbench_problem
-from profiler.static_check import static_flags
+from profiler.checks.static import static_flags
 from profiler.verdict.decision import (Audit, Reference, against_model_alone, from_outcome, reference_facts,
                                        torch_compile_ms)
 

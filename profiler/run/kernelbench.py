@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from profiler.machine import gpu
-from profiler.compile import parse_compiler_output
-from profiler.kernelbench_check import place_in_string
+from profiler.checks.compile import parse_compiler_output
+from profiler.checks.kernelbench import place_in_string
 from profiler.verdict.types import Diagnostic
 from profiler.sandbox.channel import Phase
 from profiler.measure import fingerprint as prints

@@ -22,7 +22,7 @@ status and message. What it cannot check it flags:
   timings that drift or spread are "unstable"; the reported interval covers the drift
   between halves of the run and the spread between processes;
 - a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspicious";
-- the candidate's source is read for patterns of cheating (profiler.static_check); each
+- the candidate's source is read for patterns of cheating (profiler.checks.static); each
   found is a named flag. A flagged verdict keeps its numbers but is never applied by
   itself (dice_lsp.core.jobs.best_candidate): the user chooses. A candidate that patches the
   timer or the comparison, or reaches into the harness's memory (CHEAT_FLAGS), would

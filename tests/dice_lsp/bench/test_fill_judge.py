@@ -70,7 +70,7 @@ def test_every_case_of_the_shipped_records_gets_a_spec_that_parses():
 
 
 def test_the_judge_gives_each_distinct_candidate_a_verdict():
-    from profiler.compile import find_nvcc
+    from profiler.checks.compile import find_nvcc
 
     if find_nvcc() is None:
         pytest.skip("no nvcc")

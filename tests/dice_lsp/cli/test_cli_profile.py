@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc
+from profiler.checks.compile import find_nvcc
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 no_gpu_here = pytest.mark.skipif(profiler.gpu_name() is not None, reason="checks the no-GPU answer")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from profiler.compile import find_nvcc
+from profiler.checks.compile import find_nvcc
 from profiler.spec import parse_spec
 
 STENCIL = """\

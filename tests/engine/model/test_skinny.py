@@ -27,7 +27,7 @@ def instantiations() -> list[str]:
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_instantiation_compiles_with_nvcc(tmp_path, arch):
-    from profiler.compile import CompilerMissing, nvcc_check
+    from profiler.checks.compile import CompilerMissing, nvcc_check
 
     explicit = "".join(f"template __global__ void {name}(const u16*, const u16*, u16*, int, int, int, int, int, "
                        "const float*, int, int, const u16*, float, const u16*, int, float*);\n"

@@ -1,6 +1,6 @@
 """Compile-only check of a KernelBench .py document: Python syntax, as Diagnostics.
 
-The CUDA inside its `load_inline` strings is checked by profiler.kernelbench_check (nvcc,
+The CUDA inside its `load_inline` strings is checked by profiler.checks.kernelbench (nvcc,
 no build); it runs for real only in the sandbox.
 """
 

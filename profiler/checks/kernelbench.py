@@ -19,7 +19,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler.compile import CompilerMissing, nvcc_check
+from profiler.checks.compile import CompilerMissing, nvcc_check
 from profiler.source.document import parse_python
 from profiler.verdict.types import Diagnostic
 

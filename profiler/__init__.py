@@ -19,7 +19,7 @@ from profiler.checks.python import python_check
 from profiler.verdict.types import Diagnostic, Verdict
 from profiler.sandbox import Cancelled
 from profiler.checks.spec import spec_errors_as_diagnostics
-from profiler.spec import Spec, SpecError, parse_spec, spec_template
+from profiler.source.spec import Spec, SpecError, parse_spec, spec_template
 
 __all__ = [
     "Cancelled",

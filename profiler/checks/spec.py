@@ -1,9 +1,10 @@
-"""A document's `dice:` spec checked as the compilers are: a bad spec (profiler.spec.SpecError,
-1-based line and column) is one error diagnostic where it is wrong. No GPU, no compiler."""
+"""A document's `dice:` spec checked as the compilers are: a bad spec
+(profiler.source.spec.SpecError, 1-based line and column) is one error diagnostic where it is
+wrong. No GPU, no compiler."""
 
 from __future__ import annotations
 
-from profiler.spec import SpecError, parse_spec
+from profiler.source.spec import SpecError, parse_spec
 from profiler.verdict.types import Diagnostic
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from profiler.machine import gpu
 from profiler.checks.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
-from profiler.dtypes import itemsize, storage_dtype
+from profiler.source.dtypes import itemsize, storage_dtype
 from profiler.machine.paths import cache_dir
 from profiler.verdict.types import Diagnostic
 from profiler.sandbox.channel import Phase

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dice_lsp.bench.fills import document, has_outputs, judge_case, spec_lines, summary
-from profiler.spec import parse_spec
+from profiler.source.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[3]
 

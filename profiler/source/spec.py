@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from profiler.source.cuda_source import Kernel, find_kernels, parse
-from profiler.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
+from profiler.source.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
 
 Number = int | float
 Dim3 = tuple[int, int, int]

@@ -15,7 +15,7 @@ DICE's table; "error" is this project's word for a judge that could not judge.
 from __future__ import annotations
 
 from dice_lsp.bench.results import CandidateRecord
-from profiler.protocol import Protocol
+from profiler.judge import Protocol
 from profiler.verdict.types import Verdict
 
 REJECTED = "lenient"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from typing import Callable
 
-from profiler.protocol import DICE_LSP, Protocol
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.verdict.types import Verdict
 from profiler.sandbox import Cancelled
 

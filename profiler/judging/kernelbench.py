@@ -15,7 +15,7 @@ from profiler.judging.caches import COMPILED, TorchCompileBaseline, known_peak_g
 from profiler.judging.common import seeds, time_budget
 from profiler.checks.kernelbench import kernelbench_cuda_diagnostics
 from profiler.machine.paths import remove_tree
-from profiler.protocol import DICE_LSP, Protocol
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.checks.python import python_check
 from profiler.verdict.types import Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome, Started, run_sandboxed, run_started

@@ -17,7 +17,7 @@ from profiler.judging.kernelbench import (
     kernelbench_verdict,
     measured_again_if_unstable,
 )
-from profiler.protocol import DICE_LSP, Protocol
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.verdict.types import Verdict
 from profiler.sandbox import SandboxOutcome, Started, pool, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from profiler.judging.common import ProgressFn, check_cancel
 from profiler.judging import problem as problems
 from profiler.judging.kernelbench import torch_compile_baseline, with_torch_compile
-from profiler.protocol import DICE_LSP, Protocol
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.verdict.types import Verdict
 from profiler.sandbox import POOL, Cancelled
 from profiler.sandbox.keeper import descendants

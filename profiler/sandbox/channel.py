@@ -35,7 +35,7 @@ from typing import Callable
 MAX_RESULT_BYTES = 64 << 20
 CANDIDATE_NEXT = b"#candidate-code-next"
 TURN_NEXT = b"#turn-next"
-# The phase the judge records while a harness waits for its turn (profiler.sandbox: that
+# The phase the judge records while a harness waits for its turn (profiler.sandbox.watch: that
 # time counts against neither of its limits).
 WAITING_FOR_TURN = "waiting for its turn"
 # The phase a pre-started harness (profiler.sandbox.pool) reports once it waits for its request.

@@ -19,8 +19,8 @@ meanwhile does not hold the turn after its owner lets go, and write-only with mo
 profiler.machine.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
 own folders) cannot open it to hold a turn of the judge's.
 
-The wait is not the run's: it counts against neither of its limits (profiler.sandbox's
-run_started and _PhaseReader).
+The wait is not the run's: it counts against neither of its limits (profiler.sandbox.watch's
+run_started and profiler.sandbox.readers.PhaseReader).
 
 Only dice's own work takes turns, and only while it runs or decodes: a harness making its
 CUDA context, a model loading, a .cu run allocating its buffers before its turn, and other

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from profiler.judging.kernelbench import kernelbench_request
-from profiler.sandbox import MARKER, run_started, start_harness
+from profiler.sandbox import run_started, start_harness
 from profiler.sandbox.pool import SandboxPool
+from profiler.sandbox.processes import MARKER
 
 _spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)

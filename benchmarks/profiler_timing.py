@@ -86,8 +86,8 @@ def agreement() -> list[dict]:
     except ImportError as exc:
         log(f"timing agreement NOT measured: {exc}")
         return []
-    from profiler.run.device import cupy_ops
     from profiler.measure.timing import time_one
+    from profiler.run.device import cupy_ops
 
     module = cupy.RawModule(code=KERNELS)
     ops = cupy_ops()

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profiler.source.document import defines_model_new, is_kernelbench, kernelbench_baseline
 from profiler.judging.common import ProgressFn
 from profiler.judging.cuda import cuda_verdicts
 from profiler.judging.kernelbench import Checks, keep_a_spare, kernelbench_verdict, measured_again_if_unstable
 from profiler.judging.pool import JudgeError, JudgeJob, JudgePool, worker_slots
-from profiler.judging.ray_pool import ClusterUnavailable, RayJudgePool
-from profiler.judging.schedule import judge_kernelbench
 from profiler.judging.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.judging.protocol import DICE_LSP, Protocol, protocol
-from profiler.verdict.types import Verdict
+from profiler.judging.ray_pool import ClusterUnavailable, RayJudgePool
+from profiler.judging.schedule import judge_kernelbench
 from profiler.sandbox.builds import process_builds, reuse_builds
+from profiler.source.document import defines_model_new, is_kernelbench, kernelbench_baseline
+from profiler.verdict.types import Verdict
 
 __all__ = ["ClusterUnavailable", "DEFAULT_PROTOCOL", "JudgeError", "JudgeJob", "JudgePool", "Protocol", "RayJudgePool",
            "judge", "profile", "protocol", "worker_slots"]

@@ -46,9 +46,9 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
-from profiler.machine import settings
 from profiler.judge import DEFAULT_PROTOCOL, ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
 from profiler.judge import protocol as judging_protocol
+from profiler.machine import settings
 from profiler.sandbox.gpu_turn import GpuTurn, torch_device_key
 
 if TYPE_CHECKING:

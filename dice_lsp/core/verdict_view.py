@@ -9,8 +9,8 @@ number of it is read as a speedup.
 
 from __future__ import annotations
 
-from profiler.verdict.types import NOT_PROOF, PROVEN, Diagnostic, Verdict
 from profiler.verdict.decision import SUSPICIOUS_SPEEDUP
+from profiler.verdict.types import NOT_PROOF, PROVEN, Diagnostic, Verdict
 
 # What each status that proves nothing means, where the verdict holds no number to say it with.
 NOT_PROOF_MEANING = {

@@ -31,8 +31,8 @@ from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.lsp.lsp_text import document_key, open_document
 from profiler.checks.compile import kill_running_compilers
-from profiler.verdict.types import Diagnostic
 from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.verdict.types import Diagnostic
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from profiler.machine import settings
 from profiler.machine.paths import cache_dir
-from profiler.verdict.types import Diagnostic
 from profiler.machine.settings import DEFAULT_COMPILER_MEMORY, describe_bytes  # noqa: F401  (also this module's names)
 from profiler.source.source_files import include_problems
+from profiler.verdict.types import Diagnostic
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Callable
 
 from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.machine.paths import cache_dir
-from profiler.verdict.types import Verdict
 from profiler.sandbox.builds import VerifiedBuilds, reuse_builds
+from profiler.verdict.types import Verdict
 
 
 def _peak_file():

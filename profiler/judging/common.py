@@ -7,8 +7,8 @@ import secrets
 from typing import Callable
 
 from profiler.judging.protocol import DICE_LSP, Protocol
-from profiler.verdict.types import Verdict
 from profiler.sandbox import Cancelled
+from profiler.verdict.types import Verdict
 
 # Progress: on_progress(index, total) before candidate `index` (1-based) is judged, and
 # on_progress(0, total) when all of them are first built at once (KernelBench).

@@ -8,8 +8,6 @@ import os
 import secrets
 from contextlib import ExitStack
 
-from profiler.machine import settings
-from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.judging.common import seeds
 from profiler.judging.kernelbench import (
     Checks,
@@ -18,10 +16,12 @@ from profiler.judging.kernelbench import (
     measured_again_if_unstable,
 )
 from profiler.judging.protocol import DICE_LSP, Protocol
-from profiler.verdict.types import Verdict
+from profiler.machine import settings
+from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.sandbox import SandboxOutcome, Started, pool, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
 from profiler.verdict.decision import Reference, reference_facts, reference_ms, reference_samples
+from profiler.verdict.types import Verdict
 
 # How many KernelBench candidates are built at once (default: one per two CPUs, since a
 # load_inline build compiles two files).

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from profiler.machine import gpu
 from profiler.checks.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
-from profiler.source.dtypes import itemsize, storage_dtype
+from profiler.machine import gpu
 from profiler.machine.paths import cache_dir
-from profiler.verdict.types import Diagnostic
-from profiler.sandbox.channel import Phase
 from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, is_float, poison_byte
+from profiler.sandbox.channel import Phase
+from profiler.source.dtypes import itemsize, storage_dtype
+from profiler.verdict.types import Diagnostic
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 

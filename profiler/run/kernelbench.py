@@ -37,15 +37,15 @@ import types
 from pathlib import Path
 from typing import Any
 
-from profiler.machine import gpu
 from profiler.checks.compile import parse_compiler_output
 from profiler.checks.kernelbench import place_in_string
-from profiler.verdict.types import Diagnostic
-from profiler.sandbox.channel import Phase
+from profiler.machine import gpu
 from profiler.measure import fingerprint as prints
 from profiler.measure.timing import Audited, TimedRunWrong, sample_one, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, output_sample, poison_bytes
 from profiler.sandbox import clock
+from profiler.sandbox.channel import Phase
+from profiler.verdict.types import Diagnostic
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 

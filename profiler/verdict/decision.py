@@ -36,9 +36,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from profiler.sandbox import SandboxOutcome
 from profiler.verdict import rules
 from profiler.verdict.types import NOT_PROOF, PROVEN, Diagnostic, Verdict
-from profiler.sandbox import SandboxOutcome
 
 # A KernelBench ModelNew this much faster than eager PyTorch is more often a cheat than a kernel.
 SUSPICIOUS_SPEEDUP = 10.0

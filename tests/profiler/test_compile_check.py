@@ -12,8 +12,8 @@ import pytest
 
 import profiler
 from profiler.checks.compile import find_nvcc, nvcc_check, parse_compiler_output
-from profiler.verdict.types import Diagnostic
 from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.verdict.types import Diagnostic
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 

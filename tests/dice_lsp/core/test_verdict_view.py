@@ -10,8 +10,8 @@ from lsprotocol import types
 from dice_lsp.core.verdict_view import (NOT_PROOF_MEANING, candidate_title, hover_markdown, lens_title, not_proven,
                                         summary)
 from dice_lsp.lsp.diagnostics import severity
-from profiler.verdict.types import NOT_PROOF, Verdict
 from profiler.verdict.rules import physical_bound
+from profiler.verdict.types import NOT_PROOF, Verdict
 
 
 def _verdict(**extra) -> Verdict:

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from profiler.verdict import rules
 from profiler.measure.timing import Audited, DeviceOps, TimedRunWrong, time_pair
 from profiler.sandbox.clock import MAX_BATCH_PAIRS, HarnessClock, JudgeClock, pair_seed
+from profiler.verdict import rules
 
 
 class _Event:

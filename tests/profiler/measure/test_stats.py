@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from profiler.measure.stats import speedup_interval, summarize
-from profiler.verdict import rules
 from profiler.measure.timing import DeviceOps, TimedRunWrong, time_pair
+from profiler.verdict import rules
 
 
 def test_summary_quantiles():

@@ -148,8 +148,8 @@ def _harness_side(phase_w: int, control_r: int, log: list) -> None:
 def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
     """The harness asks for its turn once built; the judge's reader writes GO only when the
     turn is given, and times the wait by its own clock (it counts against no limit)."""
-    from profiler.sandbox.readers import PhaseReader
     from profiler.sandbox.channel import WAITING_FOR_TURN, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     control_r, control_w = os.pipe()
     phase_r, phase_w = os.pipe()
@@ -178,8 +178,8 @@ def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
 
 def test_an_abandoned_run_stops_waiting_for_its_turn():
     """A run killed while it waits (cancelled, or its time is up) leaves no reader waiting."""
-    from profiler.sandbox.readers import PhaseReader
     from profiler.sandbox.channel import TURN_NEXT, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     control_r, control_w = os.pipe()
     phase_r, phase_w = os.pipe()
@@ -202,8 +202,8 @@ def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
     """Code that writes TURN_NEXT to a phase pipe still open (a KernelBench document's
     torch.compile run loads the document) gets one GO and no time outside its limits; a run
     with a turn waits once, however often it asks."""
-    from profiler.sandbox.readers import PhaseReader
     from profiler.sandbox.channel import TURN_NEXT, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     for turn in (None, threading.Event()):
         control_r, control_w = os.pipe()

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.sandbox.channel import accept_result
 from profiler.checks.static import static_flags
+from profiler.sandbox.channel import accept_result
 from profiler.verdict.decision import SUSPICIOUS_SPEEDUP, from_measurement
 
 _spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")

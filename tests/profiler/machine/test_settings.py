@@ -13,7 +13,7 @@ from engine.serving.client import ENGINE_TOKEN
 from profiler.machine import settings
 from profiler.machine.settings import DEFAULT_COMPILER_MEMORY, Environment
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Each token is read beside the listener that asks for it; every other variable in settings.py.
 TOKEN_HOMES = {LSP_TOKEN: "dice_lsp/core/config.py", ENGINE_TOKEN: "engine/serving/client.py"}
 # The engine's own (it imports nothing of the profiler): where its compilers' caches and its

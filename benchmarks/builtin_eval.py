@@ -71,7 +71,7 @@ def normalized(code: str) -> str:
 
 
 def compiles(source: str) -> bool:
-    from profiler.compile import nvcc_check  # tree-sitter and nvcc only where compiling
+    from profiler.checks.compile import nvcc_check  # tree-sitter and nvcc only where compiling
 
     return not any(d.severity == "error" for d in nvcc_check(source, "case.cu"))
 

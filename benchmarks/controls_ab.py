@@ -32,7 +32,7 @@ def main() -> None:
 
     import profiler
     from dice_lsp.bench.tasks import splice_model_new
-    from profiler.gpu import gpu_name
+    from profiler.machine.gpu import gpu_name
 
     records = []
     for name in args.names.split(","):

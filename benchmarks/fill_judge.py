@@ -62,7 +62,7 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sets": {}}
     earlier = json.loads(args.resume.read_text()) if args.resume and args.resume.exists() else {"sets": {}}
-    from profiler.gpu import gpu_name
+    from profiler.machine.gpu import gpu_name
 
     report["gpu"] = gpu_name()
     began = time.perf_counter()

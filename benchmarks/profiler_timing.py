@@ -86,8 +86,8 @@ def agreement() -> list[dict]:
     except ImportError as exc:
         log(f"timing agreement NOT measured: {exc}")
         return []
-    from profiler.run.device import cupy_ops
     from profiler.measure.timing import time_one
+    from profiler.run.device import cupy_ops
 
     module = cupy.RawModule(code=KERNELS)
     ops = cupy_ops()
@@ -293,7 +293,7 @@ def fresh_process_costs() -> dict:
     costs["interpreter_start_s"] = costs.pop("interpreter_started_at") - started
     costs["whole_process_s"] = ended - started
     clocked = time.monotonic()
-    profiler.gpu.clocks_mhz()  # NVML when installed, else an nvidia-smi process per call
+    profiler.machine.gpu.clocks_mhz()  # NVML when installed, else an nvidia-smi process per call
     costs["clocks_query_s"] = time.monotonic() - clocked
     log("  a fresh process: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
     return costs

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 
-from profiler.compile import CompilerMissing, nvcc_check
+from profiler.checks.compile import CompilerMissing, nvcc_check
+from profiler.checks.kernelbench import kernelbench_cuda_check
+from profiler.checks.python import python_check
+from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.judge import judge, profile
+from profiler.machine.gpu import gpu_name
+from profiler.sandbox import Cancelled
 from profiler.source.cuda_source import Kernel, Param, find_kernels
 from profiler.source.document import is_kernelbench
-from profiler.gpu import gpu_name
-from profiler.judge import judge, profile
-from profiler.kernelbench_check import kernelbench_cuda_check
-from profiler.python_check import python_check
-from profiler.results import Diagnostic, Verdict
-from profiler.sandbox import Cancelled
-from profiler.spec import Spec, SpecError, parse_spec, spec_errors_as_diagnostics, spec_template
+from profiler.source.spec import Spec, SpecError, parse_spec, spec_template
+from profiler.verdict.types import Diagnostic, Verdict
 
 __all__ = [
     "Cancelled",

@@ -3,7 +3,8 @@ a fresh sandboxed process (profiler.judging holds the pipelines: .cu, KernelBenc
 KernelBench schedule `dice bench` uses too); and for judging many problems at once, as
 `dice bench` does, the pools that answer alike: JudgePool (worker processes, one per GPU
 of this machine) and RayJudgePool (a Ray cluster's GPUs; Ray is imported only when one is
-made).
+made); and the protocols a judgment runs under (Protocol, protocol(): ours and DICE's), which
+`dice bench --protocol` names.
 
 Never imports torch or CuPy: the language server calls these from a thread.
 """
@@ -12,19 +13,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-from profiler.source.document import defines_model_new, is_kernelbench, kernelbench_baseline
 from profiler.judging.common import ProgressFn
 from profiler.judging.cuda import cuda_verdicts
 from profiler.judging.kernelbench import Checks, keep_a_spare, kernelbench_verdict, measured_again_if_unstable
 from profiler.judging.pool import JudgeError, JudgeJob, JudgePool, worker_slots
+from profiler.judging.protocol import DEFAULT as DEFAULT_PROTOCOL
+from profiler.judging.protocol import DICE_LSP, Protocol, protocol
 from profiler.judging.ray_pool import ClusterUnavailable, RayJudgePool
 from profiler.judging.schedule import judge_kernelbench
-from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
 from profiler.sandbox.builds import process_builds, reuse_builds
+from profiler.source.document import defines_model_new, is_kernelbench, kernelbench_baseline
+from profiler.verdict.types import Verdict
 
-__all__ = ["ClusterUnavailable", "JudgeError", "JudgeJob", "JudgePool", "RayJudgePool", "judge", "profile",
-           "worker_slots"]
+__all__ = ["ClusterUnavailable", "DEFAULT_PROTOCOL", "JudgeError", "JudgeJob", "JudgePool", "Protocol", "RayJudgePool",
+           "judge", "profile", "protocol", "worker_slots"]
 
 
 def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None = None,
@@ -33,7 +35,7 @@ def judge(baseline: str, candidates: list[str], path: str, *, kernel: str | None
     """A verdict for each candidate document against the baseline document, each candidate
     in a fresh sandboxed process. on_progress(index, total) is called before each
     (1-based); should_cancel() is polled and raises Cancelled when it turns true. `protocol`
-    (profiler.protocol) applies to KernelBench documents; a .cu document is judged by ours. A
+    (profiler.judging.protocol) applies to KernelBench documents; a .cu document is judged by ours. A
     KernelBench baseline is its Model: a ModelNew in the baseline document is left out of it
     (profiler.source.document.kernelbench_baseline)."""
     if is_kernelbench(path):

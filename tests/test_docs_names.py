@@ -1,5 +1,5 @@
 """Every name the docs give exists: each DICE_ environment variable in README.md and docs/*.md
-is used by the code, each repository path they name (`profiler/spec.py`, `engine/serving/`, a
+is used by the code, each repository path they name (`profiler/source/spec.py`, `engine/serving/`, a
 link to another page) is in the tree, and each module they name (`engine.model.sdar`, with an
 attribute: `engine.model.routes.Routing`) is a module of the project that defines it. Read from
 whatever the docs say and whatever the tree holds, so moving a file or a page keeps it true
@@ -87,11 +87,11 @@ def module_problem(dotted: str) -> str | None:
 
 
 def test_the_finders_read_what_the_docs_write():
-    text = ("Set `DICE_SANDBOX_POOL=2`; see `profiler/spec.py:40`, (`engine/serving/`), "
+    text = ("Set `DICE_SANDBOX_POOL=2`; see `profiler/source/spec.py:40`, (`engine/serving/`), "
             "[the page](docs/editors.md#vs-code), `engine.model.routes.Routing`, "
             "`$XDG_RUNTIME_DIR/dice-lsp/tcp/PORT.token`, `model/sdar.py`.")
     assert variables_in(text) == {"DICE_SANDBOX_POOL"}
-    assert repo_paths_in(text, {"profiler", "engine", "docs"}) == {"profiler/spec.py", "engine/serving/"}
+    assert repo_paths_in(text, {"profiler", "engine", "docs"}) == {"profiler/source/spec.py", "engine/serving/"}
     assert links_in(text) == {"docs/editors.md"}
     assert modules_in(text) == {"engine.model.routes.Routing"}
     assert module_problem("engine.model.routes.Routing") is None

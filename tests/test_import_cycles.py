@@ -181,40 +181,71 @@ def test_dice_bench_judges_through_the_profilers_surface():
     assert wrong == []
 
 
-# The profiler's sub-packages, lowest first: each imports only its own layer and those below.
-# source (reading documents) < measure (statistics, checks of outputs, timing) < sandbox (the
-# sandboxed process, from outside) < run (what runs inside it) < judging (the parent side:
-# requests, pipelines, the schedule). The profiler's single modules (compile, spec, results,
-# verdict...) sit beside them for any layer above source; profiler.judge (judge(), profile())
-# and the package itself are the top.
-PROFILER_LAYERS = ("source", "measure", "sandbox", "run", "judging")
+# The profiler's rooms, lowest first: each imports only its own room and those below.
+# source (reading documents: their kind, kernels, `dice:` spec and C element types) < machine
+# (this machine's settings, cache folders and GPU facts) < measure (statistics, checks of
+# outputs, timing) < sandbox (the sandboxed process, from outside) < verdict (what a verdict
+# is, the rules of proof, the decision from a sandbox's outcome) < checks (compile-only checks,
+# their Diagnostics) < run (what runs inside the sandbox) < judging (the parent side:
+# protocols, requests, pipelines, the schedule, the pools). Every module of the profiler is in
+# a room but the top: profiler.judge (judge(), profile(), the pools) and the package itself.
+PROFILER_LAYERS = ("source", "machine", "measure", "sandbox", "verdict", "checks", "run", "judging")
+PROFILER_TOP = ("profiler", "profiler.judge")
+# Rooms that import nothing else of the project: the ground every other room stands on.
+PROFILER_LEAVES = ("source", "machine")
 
 
-def test_profiler_sub_packages_import_only_downwards():
+def profiler_room(module: str) -> str | None:
+    """The room of a profiler module (profiler.sandbox and profiler.sandbox.pool: "sandbox");
+    None for the top."""
+    return None if module in PROFILER_TOP else module.split(".")[1]
+
+
+def test_every_profiler_module_is_in_a_room():
+    graph = import_graph(("profiler",))
+    assert set(PROFILER_TOP) <= set(graph) and "profiler.sandbox.watch" in graph  # the graph is read
+    outside = sorted(m for m in graph if m not in PROFILER_TOP
+                     and ("." not in m or m.split(".")[1] not in PROFILER_LAYERS))
+    assert outside == []
+    assert all((REPO / "profiler" / room / "__init__.py").is_file() for room in PROFILER_LAYERS)
+
+
+def test_profiler_rooms_open_with_what_they_are():
+    """Each room's __init__.py says what the room is (its docstring) and holds no code: at most
+    imports of what its modules define and the __all__ that names them, so that every name of
+    the profiler is defined in one module, the one its room's docstring points to."""
+    code = {}
+    for room in PROFILER_LAYERS:
+        tree = ast.parse((REPO / "profiler" / room / "__init__.py").read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), room
+        code[room] = [type(node).__name__ for node in tree.body[1:]
+                      if not isinstance(node, (ast.Import, ast.ImportFrom))
+                      and not (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__")]
+    assert code == {room: [] for room in PROFILER_LAYERS}
+
+
+def test_profiler_rooms_import_only_downwards():
     graph = import_graph(("engine", "profiler", "dice_lsp"))
     assert "profiler.judging.problem" in graph["profiler.judging.schedule"]  # the graph is read
-
-    def layer(module: str) -> str | None:
-        parts = module.split(".")
-        return parts[1] if len(parts) > 2 and parts[1] in PROFILER_LAYERS else None
+    assert "profiler.sandbox" in graph["profiler.verdict.decision"]  # the verdict reads a sandbox's outcome
 
     wrong = []
     for module, imports in graph.items():
-        if not module.startswith("profiler."):
+        if module != "profiler" and not module.startswith("profiler."):
             continue
-        here = layer(module)
+        here = profiler_room(module)
         for imported in imports:
-            if not imported.startswith("profiler"):
+            if imported != "profiler" and not imported.startswith("profiler."):
                 continue
-            there = layer(imported)
-            if here == "source" and there != "source":
-                wrong.append(f"{module} -> {imported} (source reading imports nothing of the project)")
-            elif here is not None and there is not None and PROFILER_LAYERS.index(there) > PROFILER_LAYERS.index(here):
+            there = profiler_room(imported)
+            if here in PROFILER_LEAVES and there != here:
+                wrong.append(f"{module} -> {imported} ({here} imports nothing else of the project)")
+            elif there is None and module != "profiler":
+                wrong.append(f"{module} -> {imported} (the top)")
+            elif here is not None and PROFILER_LAYERS.index(there) > PROFILER_LAYERS.index(here):
                 wrong.append(f"{module} -> {imported} (upwards)")
             elif here is None and there == "judging" and module != "profiler.judge":
                 wrong.append(f"{module} -> {imported} (only profiler.judge stands on judging)")
-            elif imported in ("profiler", "profiler.judge") and module != "profiler":
-                wrong.append(f"{module} -> {imported} (the top)")
     assert wrong == []
 
 

@@ -15,8 +15,8 @@ DICE's table; "error" is this project's word for a judge that could not judge.
 from __future__ import annotations
 
 from dice_lsp.bench.results import CandidateRecord
-from profiler.protocol import Protocol
-from profiler.results import Verdict
+from profiler.judge import Protocol
+from profiler.verdict.types import Verdict
 
 REJECTED = "lenient"
 MESSAGE = ("no code: DICE's extraction finds no closed ``` block in the answer, so under protocol "

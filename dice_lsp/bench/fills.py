@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from profiler.source.cuda_source import find_kernel
-from profiler.dtypes import INT_TYPES
+from profiler.source.dtypes import INT_TYPES
 
 # Standard CUDA headers put above each case's kernel, so that it compiles on its own (the
 # records keep the cases without it).

@@ -19,7 +19,7 @@ measurement proves nothing; against eager PyTorch and, where it worked, torch.co
 writes OUT/speedups.png and OUT/report.html (dice_lsp.bench.html_report), and with --json
 prints the summary object.
 
-`--protocol` (profiler.protocol) says how candidates are judged: ours (dice-lsp) or DICE's
+`--protocol` (profiler.judging.protocol) says how candidates are judged: ours (dice-lsp) or DICE's
 evaluation (dice), whose extraction also decides which answers are judged at all
 (dice_lsp.bench.extraction). One results folder holds one protocol.
 """
@@ -46,10 +46,9 @@ from dice_lsp.bench.results import CandidateRecord, RunRecord, TaskRecord
 from dice_lsp.bench.solutions import candidates_for, solution_files
 from dice_lsp.bench.stats import EAGER, TORCH_COMPILE, Table, left_out, table
 from dice_lsp.bench.tasks import InfillFileError, OptimizeTask, Task, infill_tasks
-from profiler import settings
-from profiler.judge import ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
-from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
-from profiler.protocol import protocol as judging_protocol
+from profiler.judge import DEFAULT_PROTOCOL, ClusterUnavailable, JudgeJob, JudgePool, RayJudgePool, worker_slots
+from profiler.judge import protocol as judging_protocol
+from profiler.machine import settings
 from profiler.sandbox.gpu_turn import GpuTurn, torch_device_key
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ p = 2). With N candidates per problem, a problem counts when any of its candidat
 ("best of N"), and its speedup is the best one among its correct candidates. The geometric
 mean of speedups is taken over correct problems that were timed.
 
-Only a proven verdict counts (profiler.results.proven: status faster or not_faster, no flag
+Only a proven verdict counts (profiler.verdict.types.proven: status faster or not_faster, no flag
 raised): a candidate measured faster than the GPU allows, over 10x eager PyTorch, with
 timings that disagree, or against a baseline whose outputs ignore its inputs, and one the
 static checks flagged, is neither correct nor fast here, whatever its numbers. Each row says
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from dice_lsp.bench.results import FINISHED_STATES, TaskRecord
-from profiler.results import NOT_PROOF, PROVEN, proven
+from profiler.verdict.types import NOT_PROOF, PROVEN, proven
 
 EAGER = "eager"
 TORCH_COMPILE = "torch.compile"
@@ -41,7 +41,7 @@ def verdicts(task: TaskRecord) -> list[dict[str, Any]]:
 
 
 def counted(verdict: dict[str, Any]) -> bool:
-    """Whether a verdict (as results.json holds it) counts: profiler.results.proven."""
+    """Whether a verdict (as results.json holds it) counts: profiler.verdict.types.proven."""
     return proven(str(verdict.get("status")), (verdict.get("extra") or {}).get("flags"))
 
 

@@ -205,12 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "engine":
         from engine.serving import server
 
-        from profiler import settings
+        from profiler.machine import settings
 
         args.memory = settings.current().engine_memory
         return server.main(args)
     # Every other command checks or judges code with the profiler.
-    from profiler.paths import CacheFolderError
+    from profiler.machine.paths import CacheFolderError
 
     try:
         return run(args)

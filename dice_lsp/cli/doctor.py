@@ -1,6 +1,6 @@
 """`dice doctor`: what this machine gives the judge, one fact a line: the GPU, the compiler,
 how candidates are isolated (namespaces of their own: PID, mount, network; or why not), and
-the DICE_ environment variables set (profiler.settings, and the listeners' tokens, shown only
+the DICE_ environment variables set (profiler.machine.settings, and the listeners' tokens, shown only
 as set) with any that cannot be read. Exit 0 when candidates can be judged in isolation on a GPU, 1 otherwise."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import json
 
 
 def facts() -> dict:
-    from profiler.compile import find_nvcc
-    from profiler.gpu import compute_capability, gpu_name
+    from profiler.checks.compile import find_nvcc
+    from profiler.machine.gpu import compute_capability, gpu_name
     from profiler.sandbox.isolation import describe
     from dice_lsp.core.config import LSP_TOKEN
     from engine.serving.auth import environment_token
     from engine.serving.client import ENGINE_TOKEN
-    from profiler.settings import current
+    from profiler.machine.settings import current
 
     isolated, sandbox = describe()
     environment = current()

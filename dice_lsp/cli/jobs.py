@@ -22,7 +22,7 @@ from dice_lsp.core.engine_host import MODEL_CHOICES, ModelUnavailable
 from dice_lsp.core.jobs import JobResult, Snapshot
 from dice_lsp.core.targets import TargetError, fill_target, optimize_target
 from dice_lsp.core.text_offsets import line_starts, offset_at
-from profiler import settings as environment
+from profiler.machine import settings as environment
 from profiler.source.source_files import SourceFileError, read_source_text
 
 _RANGE = re.compile(r"(\d+):(\d+)-(\d+):(\d+)")

@@ -20,8 +20,8 @@ import profiler
 from dice_lsp.core.verdict_view import diagnostic_row, verdict_table
 from profiler.source.cuda_source import find_kernel, find_kernels
 from profiler.source.document import not_judgeable
-from profiler.results import Diagnostic, Verdict
 from profiler.source.source_files import SourceFileError, read_source_bytes
+from profiler.verdict.types import Diagnostic, Verdict
 
 # Besides a proven verdict (Verdict.proven): nothing to time on this machine. A verdict whose
 # measurement proves nothing (impossible, suspicious, unstable, unproven, flagged) is not fine.
@@ -125,7 +125,7 @@ def exit_code(verdict: Verdict) -> int:
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
-    # SystemExit unwinds through profiler.compile.run_compiler, which then kills nvcc's
+    # SystemExit unwinds through profiler.checks.compile.run_compiler, which then kills nvcc's
     # process group: nvcc runs in a session of its own, out of reach of a signal to ours.
     raise SystemExit(128 + signum)
 

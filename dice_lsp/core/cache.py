@@ -15,9 +15,9 @@ from pathlib import Path
 
 import msgpack
 
-from profiler import settings
-from profiler.paths import cache_root
-from profiler.results import Verdict
+from profiler.machine import settings
+from profiler.machine.paths import cache_root
+from profiler.verdict.types import Verdict
 
 log = logging.getLogger(__name__)
 

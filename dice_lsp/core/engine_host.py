@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from dice_lsp.core.config import Settings
 from dice_lsp.core.status import StatusReporter
-from profiler import settings as environment
+from profiler.machine import settings as environment
 
 if TYPE_CHECKING:
     from engine.serving.client import AsyncEngine

@@ -27,9 +27,9 @@ import profiler
 from dice_lsp.core.config import Settings
 from dice_lsp.core.targets import Target, fill_target, optimize_target
 from dice_lsp.core.text_offsets import position_at
-from profiler.results import Verdict
 from profiler.sandbox.gpu_turn import POLL_S, GpuTurn, torch_device_key
 from profiler.source.document import kernelbench_infill_parts, kernelbench_problem
+from profiler.verdict.types import Verdict
 
 if TYPE_CHECKING:
     from engine.serving.client import AsyncEngine

@@ -14,7 +14,7 @@ from dice_lsp.core.cache import result_key
 from dice_lsp.core.targets import TargetError, kernel_span, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from profiler.source.document import benchmark_class
-from profiler.spec import spec_lines
+from profiler.source.spec import spec_lines
 
 
 @dataclass(frozen=True)

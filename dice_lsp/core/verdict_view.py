@@ -3,14 +3,14 @@ table `dice profile` prints (the LSP severities are lsp/diagnostics.py's).
 
 Numbers are printed only where the profiler measured them; anything unmeasured says why
 ("not timed: no GPU") rather than showing a made-up value. A measurement that proves nothing
-(profiler.results.NOT_PROOF, or a flag raised) says so first, in plain words, before any
+(profiler.verdict.types.NOT_PROOF, or a flag raised) says so first, in plain words, before any
 number of it is read as a speedup.
 """
 
 from __future__ import annotations
 
-from profiler.results import NOT_PROOF, PROVEN, Diagnostic, Verdict
-from profiler.verdict import SUSPICIOUS_SPEEDUP
+from profiler.verdict.decision import SUSPICIOUS_SPEEDUP
+from profiler.verdict.types import NOT_PROOF, PROVEN, Diagnostic, Verdict
 
 # What each status that proves nothing means, where the verdict holds no number to say it with.
 NOT_PROOF_MEANING = {

@@ -30,9 +30,9 @@ import profiler
 from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.lsp.diagnostics import DiagnosticsStore, compiler_diagnostics
 from dice_lsp.lsp.lsp_text import document_key, open_document
-from profiler.compile import kill_running_compilers
-from profiler.results import Diagnostic
-from profiler.spec import spec_errors_as_diagnostics
+from profiler.checks.compile import kill_running_compilers
+from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.verdict.types import Diagnostic
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -169,7 +169,7 @@ def _die_with_the_server(server: int) -> None:
         return
 
     def end(*_: object) -> None:
-        kill_running_compilers()  # each in a process group of its own (profiler.compile.run_compiler)
+        kill_running_compilers()  # each in a process group of its own (profiler.checks.compile.run_compiler)
         os.killpg(0, signal.SIGKILL)
 
     signal.signal(signal.SIGTERM, end)

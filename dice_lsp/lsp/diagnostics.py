@@ -16,7 +16,7 @@ from dice_lsp.core.jobs import JobResult
 from dice_lsp.core.slots import candidate_slot
 from dice_lsp.core.verdict_view import summary
 from dice_lsp.lsp.lsp_text import document_key, line_range, lsp_range, open_document, text_document
-from profiler.results import PROVEN, Diagnostic, Verdict
+from profiler.verdict.types import PROVEN, Diagnostic, Verdict
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -28,7 +28,7 @@ from dice_lsp.core.targets import TargetError, language_of
 from dice_lsp.core.text_offsets import line_starts, offset_at_point
 from dice_lsp.core.uri import document_key
 from profiler.source.document import kernelbench_classes
-from profiler.spec import SpecError, parse_spec, spec_lines
+from profiler.source.spec import SpecError, parse_spec, spec_lines
 
 # A file this small is analysed in a few milliseconds: at once, rather than behind a big one.
 INLINE_CHARS = 32 * 1024
@@ -53,7 +53,7 @@ class Analysis:
     units: list[MeasuredUnit]
     specced: frozenset[str] | None  # kernels with a spec; None when the spec has errors
     model_classes: list[tuple[str, int, int]]  # KernelBench Model/ModelNew: name, start, end
-    spec: str  # the document's `dice:` lines (profiler.spec.spec_lines), part of every unit's key
+    spec: str  # the document's `dice:` lines (profiler.source.spec.spec_lines), part of every unit's key
     _keys: dict[str | None, list[str]] = field(default_factory=dict)
 
     def offset(self, position: types.Position, codec: PositionCodec) -> int:

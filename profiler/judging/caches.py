@@ -12,10 +12,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from profiler.gpu import compute_capability, gpu_name
-from profiler.paths import cache_dir
-from profiler.results import Verdict
+from profiler.machine.gpu import compute_capability, gpu_name
+from profiler.machine.paths import cache_dir
 from profiler.sandbox.builds import VerifiedBuilds, reuse_builds
+from profiler.verdict.types import Verdict
 
 
 def _peak_file():
@@ -55,7 +55,7 @@ class TorchCompileBaseline:
     eager_ms: float | None
     why: str = ""
     builds: list | None = None
-    facts: dict | None = None  # what Model alone says about the problem (profiler.verdict.reference_facts)
+    facts: dict | None = None  # what Model alone says about the problem (profiler.verdict.decision.reference_facts)
     # Seconds since it was measured, when it is a measurement of this process reused
     # (CompiledBaselines); 0 for one made for this verdict.
     age_s: float = 0.0

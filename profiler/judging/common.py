@@ -6,9 +6,9 @@ from __future__ import annotations
 import secrets
 from typing import Callable
 
-from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.sandbox import Cancelled
+from profiler.verdict.types import Verdict
 
 # Progress: on_progress(index, total) before candidate `index` (1-based) is judged, and
 # on_progress(0, total) when all of them are first built at once (KernelBench).

@@ -9,16 +9,16 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from profiler.compile import CompilerMissing, check_arch, nvcc_check
-from profiler.source.cuda_source import Kernel, find_kernel
-from profiler.dtypes import dtype_name
-from profiler.gpu import gpu_name
+from profiler.checks.compile import CompilerMissing, check_arch, nvcc_check
 from profiler.judging.caches import known_peak_gbs, remember_peak
 from profiler.judging.common import ProgressFn, check_cancel, each, seeds, time_budget
-from profiler.results import Diagnostic, Verdict
+from profiler.machine.gpu import gpu_name
 from profiler.sandbox import POOL, Cancelled, pool, run_sandboxed
-from profiler.spec import Spec, SpecError, parse_spec
-from profiler.verdict import from_outcome
+from profiler.source.cuda_source import Kernel, find_kernel
+from profiler.source.dtypes import dtype_name
+from profiler.source.spec import Spec, SpecError, parse_spec
+from profiler.verdict.decision import from_outcome
+from profiler.verdict.types import Diagnostic, Verdict
 
 NO_SPEC_HINT = ("no benchmark spec: add `// dice:` lines above the kernel "
                 "(the \"Add benchmark spec\" code action writes a template)")

@@ -10,27 +10,28 @@ import secrets
 import threading
 from typing import Callable
 
-from profiler.gpu import compute_capability, gpu_name
+from profiler.checks.kernelbench import kernelbench_cuda_diagnostics
+from profiler.checks.python import python_check
+from profiler.checks.static import static_flags
 from profiler.judging.caches import COMPILED, TorchCompileBaseline, known_peak_gbs
 from profiler.judging.common import seeds, time_budget
-from profiler.kernelbench_check import kernelbench_cuda_diagnostics
-from profiler.paths import remove_tree
-from profiler.protocol import DICE_LSP, Protocol
-from profiler.python_check import python_check
-from profiler.results import Diagnostic, Verdict
+from profiler.judging.protocol import DICE_LSP, Protocol
+from profiler.machine.gpu import compute_capability, gpu_name
+from profiler.machine.paths import remove_tree
 from profiler.sandbox import SandboxOutcome, Started, run_sandboxed, run_started
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.sandbox.clock import pair_seed
 from profiler.sandbox.spare import DOCUMENT_SPARE
 from profiler.source.document import defines_model_new, kernelbench_problem
-from profiler.static_check import static_flags
-from profiler.verdict import Audit, Reference, against_model_alone, from_outcome, reference_facts, torch_compile_ms
+from profiler.verdict.decision import (Audit, Reference, against_model_alone, from_outcome, reference_facts,
+                                       torch_compile_ms)
+from profiler.verdict.types import Diagnostic, Verdict
 
 # Pairs of a candidate's timing whose fingerprints a run of Model alone checks, picked after
 # the timing ended; a candidate wrong on a share f of its pairs passes with (1 - f)^32.
 AUDITED_PAIRS = 32
 # Pairs of the same timing loop, Model against Model, that say what the loop costs outside
-# its timed runs where no candidate code runs (profiler.verdict_rules.clock_excess).
+# its timed runs where no candidate code runs (profiler.verdict.rules.clock_excess).
 CALIBRATION_PAIRS = 128
 
 

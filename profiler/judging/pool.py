@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from profiler.judging.problem import BUILD_JOBS_ENV, build_jobs, half_the_cpus
-from profiler.protocol import DEFAULT as DEFAULT_PROTOCOL
+from profiler.judging.protocol import DEFAULT as DEFAULT_PROTOCOL
 from profiler.sandbox import BUILD_LIMIT_S
 
 # The worker must import this checkout's packages whatever the current folder is.
@@ -56,7 +56,7 @@ class JudgeJob:
     documents: list[str]   # one whole document per candidate
     path: str              # its suffix tells the profiler the kind (.py KernelBench, .cu spec)
     time_limit: float      # seconds per candidate, as profiler.judge takes it
-    protocol: str = DEFAULT_PROTOCOL   # profiler.protocol's name: how strictly to judge
+    protocol: str = DEFAULT_PROTOCOL   # profiler.judging.protocol's name: how strictly to judge
 
     @property
     def deadline(self) -> float:

@@ -8,8 +8,6 @@ import os
 import secrets
 from contextlib import ExitStack
 
-from profiler import settings
-from profiler.gpu import compute_capability, gpu_name
 from profiler.judging.common import seeds
 from profiler.judging.kernelbench import (
     Checks,
@@ -17,11 +15,13 @@ from profiler.judging.kernelbench import (
     kernelbench_verdict,
     measured_again_if_unstable,
 )
-from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.judging.protocol import DICE_LSP, Protocol
+from profiler.machine import settings
+from profiler.machine.gpu import compute_capability, gpu_name
 from profiler.sandbox import SandboxOutcome, Started, pool, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds, reuse_builds
-from profiler.verdict import Reference, reference_facts, reference_ms, reference_samples
+from profiler.verdict.decision import Reference, reference_facts, reference_ms, reference_samples
+from profiler.verdict.types import Verdict
 
 # How many KernelBench candidates are built at once (default: one per two CPUs, since a
 # load_inline build compiles two files).
@@ -88,7 +88,7 @@ class KernelBenchProblem:
     def reference(self, candidates: list[str | None]) -> Reference:
         """Model alone, run once in a process that runs no candidate code, on the input sets
         every candidate's run will use: its time and samples of its outputs are what each
-        candidate's process must agree with about the baseline (profiler.verdict). Not run
+        candidate's process must agree with about the baseline (profiler.verdict.decision). Not run
         when no candidate would run (none, or none that parses: their verdicts need none)."""
         if gpu_name() is None or self.checks.parse_errors(self.baseline) \
                 or not any(c is not None and not self.checks.parse_errors(c) for c in candidates):

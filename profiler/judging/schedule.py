@@ -25,13 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from profiler.judging.common import ProgressFn, check_cancel
 from profiler.judging import problem as problems
+from profiler.judging.common import ProgressFn, check_cancel
 from profiler.judging.kernelbench import torch_compile_baseline, with_torch_compile
-from profiler.protocol import DICE_LSP, Protocol
-from profiler.results import Verdict
+from profiler.judging.protocol import DICE_LSP, Protocol
 from profiler.sandbox import POOL, Cancelled
 from profiler.sandbox.keeper import descendants
+from profiler.verdict.types import Verdict
 
 # Niceness of the build sandboxes (inherited by their compilers); also how they are found
 # to be paused. The first problem's builds run at FIRST_NICE: nothing can be timed before one

@@ -115,7 +115,7 @@ class Pipeline:
 
 
 def _protocol(job: dict) -> Any:
-    from profiler.protocol import protocol
+    from profiler.judging.protocol import protocol
 
     return protocol(job.get("protocol"))
 

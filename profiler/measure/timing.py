@@ -21,7 +21,7 @@ catch work that other streams or threads do, and are the same measurement on bot
 elsewhere after the launching stream finished) and `start - pre` (the flush: work another
 stream runs while the flush does, before `start`, slows the flush). The cost of the waits
 is equal on both sides because both sides run the same sequence, and the verdict compares
-the candidate's tails and flushes with the baseline's (profiler.verdict), never with a
+the candidate's tails and flushes with the baseline's (profiler.verdict.decision), never with a
 constant. CPU time that threads other than this one spend while the runs go on is counted
 too. The inputs of a pair are fresh, so a result kept from an earlier call is stale: the
 outputs of randomly chosen pairs are checked (`check`), which a cache keyed on pointers,
@@ -33,7 +33,7 @@ the key their outputs are fingerprinted with; every pair is checked, the candida
 output of the baseline for the pair's inputs exists while it runs), and each batch's report
 goes to the judge as soon as its last pair has run. The candidate's process may read and
 rewrite all of this; what the judge relies on is its own clock and the audit of the reported
-fingerprints by a process that runs no candidate code (profiler.verdict). Before every run the
+fingerprints by a process that runs no candidate code (profiler.verdict.decision). Before every run the
 persisting part of L2 is given back (DeviceOps.reset_l2), on both sides.
 
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
@@ -138,7 +138,7 @@ class PairTiming:
                 "runs": len(self.baseline_runs), "seconds": self.seconds}
 
     def escape_json(self) -> dict:
-        """The numbers profiler.verdict reads for work outside the timed stream."""
+        """The numbers profiler.verdict.decision reads for work outside the timed stream."""
         return {"baseline": self.baseline_detail.to_json(), "candidate": self.candidate_detail.to_json(),
                 "other_threads_cpu_s": self.other_threads_cpu_s, "checked_pairs": self.checked_pairs}
 

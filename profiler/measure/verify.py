@@ -200,7 +200,7 @@ def compare(name: str, baseline, candidate, dtype_name: str,
             protocol: tuple[float, float] | None = None) -> Mismatch | None:
     """None when `candidate` matches `baseline` for output `name`, else why not. Two passes
     over the outputs, a chunk at a time (CHUNK). `protocol`: (rtol, atol) replacing the
-    dtype's tolerance (profiler.protocol)."""
+    dtype's tolerance (profiler.judging.protocol)."""
     if tuple(baseline.shape) != tuple(candidate.shape):
         return Mismatch("shape", f"{name}: shape {tuple(candidate.shape)}, expected {tuple(baseline.shape)}")
     xp = _array_module(baseline)

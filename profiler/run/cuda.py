@@ -1,4 +1,4 @@
-"""Measure a .cu candidate inside the sandbox (profiler.verdict judges): build with NVRTC
+"""Measure a .cu candidate inside the sandbox (profiler.verdict.decision judges): build with NVRTC
 (CuPy), fill inputs, poison outputs, compare with the baseline on fresh input sets, time
 both interleaved, and check once more after timing (a kernel that is right only for the
 first few calls is caught). The candidate is device code only: none of it runs on the host.
@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from profiler import gpu
-from profiler.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
-from profiler.dtypes import itemsize, storage_dtype
-from profiler.paths import cache_dir
-from profiler.results import Diagnostic
-from profiler.sandbox.channel import Phase
+from profiler.checks.compile import content_key, find_nvcc, parse_compiler_output, run_compiler
+from profiler.machine import gpu
+from profiler.machine.paths import cache_dir
 from profiler.measure.timing import TimedRunWrong, sample_one, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, is_float, poison_byte
+from profiler.sandbox.channel import Phase
+from profiler.source.dtypes import itemsize, storage_dtype
+from profiler.verdict.types import Diagnostic
 
 INT_INPUT_RANGE = {"signed": (-1000, 1000), "unsigned": (0, 1000)}
 
@@ -384,7 +384,7 @@ def _bytes_moved(params: list[dict]) -> int:
 
 def _sizes(params: list[dict]) -> dict:
     """Bytes a kernel must read (inputs, inouts) and write (outputs, inouts), and the GPU's
-    facts profiler.verdict's physical bounds need."""
+    facts profiler.verdict.decision's physical bounds need."""
     import cupy
 
     def total(roles: tuple[str, ...]) -> int:
@@ -418,7 +418,7 @@ def _allocate_ahead(params: list[dict]) -> bool:
 
 
 def run_cuda(request: dict) -> dict:
-    """The measurement of one .cu request (profiler.verdict turns it into a Verdict)."""
+    """The measurement of one .cu request (profiler.verdict.decision turns it into a Verdict)."""
     import cupy
 
     from profiler.run.device import cupy_ops, cupy_peak_bandwidth_gbs

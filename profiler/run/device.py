@@ -41,7 +41,7 @@ def capture_torch() -> None:
     and the clock, as the objects they are now. A candidate that later replaces any of them
     where it is looked up (torch.cuda.Event's attributes, the event type's dict written
     through ctypes, torch.cuda.synchronize, time.perf_counter) replaces what the loop no
-    longer looks up. (What it does to memory beyond that, profiler.verdict's cross-checks
+    longer looks up. (What it does to memory beyond that, profiler.verdict.decision's cross-checks
     against the wall clock and against Model run alone answer.)"""
     import time
 

@@ -4,7 +4,7 @@ only by profiler.sandbox (behind its keeper), in a fresh process per request. Wi
 
 It reads the request and the run's nonce from the control pipe, builds, verifies and times,
 and writes a *measurement* (raw numbers: timing samples, which input set failed and how,
-build records; see profiler.verdict) to the result pipe. It never decides a verdict: the
+build records; see profiler.verdict.decision) to the result pipe. It never decides a verdict: the
 judge's process does that, from the measurement and its own checks. ASK_FD and GRANT_FD are
 the judge's clock (profiler.sandbox.clock), which grants a timing's batches of pairs. CUDA errors that poison
 the context end the process at once after reporting where they happened.
@@ -28,7 +28,7 @@ BUILDING = ("compile", "load candidate", "build extension")
 
 
 def fault_measurement(exc: BaseException) -> dict:
-    """What went wrong, as raw facts (profiler.verdict decides crash or error)."""
+    """What went wrong, as raw facts (profiler.verdict.decision decides crash or error)."""
     missing = exc.name if isinstance(exc, ModuleNotFoundError) and exc.name in ("cupy", "torch") else None
     return {"outcome": "fault", "phase": Phase.current, "building": Phase.current in BUILDING,
             "error": f"{type(exc).__name__}: {exc}".strip()[:4000], "missing_module": missing,

@@ -1,4 +1,4 @@
-"""Measure a KernelBench-format document inside the sandbox (profiler.verdict judges):
+"""Measure a KernelBench-format document inside the sandbox (profiler.verdict.decision judges):
 `Model` of the baseline document against `ModelNew` of the candidate document (its CUDA built by load_inline when the module
 is loaded), with the same weights, on fresh inputs from `get_inputs()`.
 
@@ -17,7 +17,7 @@ they are the same on every set, comparing proves nothing, and the measurement sa
 
 The candidate's Python runs in this process from the moment its document loads: the phase
 pipe is closed first (profiler.sandbox.channel), and everything measured after that is
-only as trustworthy as profiler.verdict's cross-checks make it.
+only as trustworthy as profiler.verdict.decision's cross-checks make it.
 
 The request: {"kind": "kernelbench", "baseline": {"source", "filename"},
 "candidate": {...} | None, "seeds", "time_budget_s", "cuda_arch", "sample_seed"}. A candidate of None
@@ -37,15 +37,15 @@ import types
 from pathlib import Path
 from typing import Any
 
-from profiler import gpu
-from profiler.compile import parse_compiler_output
-from profiler.kernelbench_check import place_in_string
-from profiler.results import Diagnostic
-from profiler.sandbox.channel import Phase
+from profiler.checks.compile import parse_compiler_output
+from profiler.checks.kernelbench import place_in_string
+from profiler.machine import gpu
 from profiler.measure import fingerprint as prints
 from profiler.measure.timing import Audited, TimedRunWrong, sample_one, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, output_sample, poison_bytes
 from profiler.sandbox import clock
+from profiler.sandbox.channel import Phase
+from profiler.verdict.types import Diagnostic
 
 _BUILD_FILE = re.compile(r"^(/\S+?\.(?:cu|cpp))[(:]\d+", re.MULTILINE)
 
@@ -326,7 +326,7 @@ class Problem:
         import torch
 
         # Samples of every checked output, for the judge to compare with a run of Model in a
-        # process where no candidate code ran (profiler.verdict.against_reference_outputs);
+        # process where no candidate code ran (profiler.verdict.decision.against_reference_outputs);
         # None once sampling failed, which the judge reads as nothing to compare.
         self.sample_seed = sample_seed
         self.samples: list[dict] | None = [] if sample_seed is not None else None
@@ -502,7 +502,7 @@ def model_flops(model, inputs: list) -> int | None:
 
 
 def device_facts() -> dict:
-    """What profiler.verdict's physical bounds need from the GPU: SMs, L2 bytes, capability."""
+    """What profiler.verdict.decision's physical bounds need from the GPU: SMs, L2 bytes, capability."""
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -55,8 +55,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from profiler import settings
-from profiler.paths import cache_root, lock_file, remove_tree
+from profiler.machine import settings
+from profiler.machine.paths import cache_root, lock_file, remove_tree
 from profiler.sandbox.isolation import IsolationUnavailable, isolation
 
 # Build folders one store keeps (a load_inline build holds about 8 MB: two objects, the

@@ -20,7 +20,7 @@ The nonce stops a candidate from answering for the harness without reading the h
 memory (writing a result file, writing a forged object to the pipe it finds under
 /proc/self/fd: the judge sees two objects, or none with the nonce). A candidate that reads
 the nonce out of the harness's memory (gc, frames, ctypes) can forge measurements; that is
-why the judge trusts measurements only as far as profiler.verdict's cross-checks go.
+why the judge trusts measurements only as far as profiler.verdict.decision's cross-checks go.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Callable
 MAX_RESULT_BYTES = 64 << 20
 CANDIDATE_NEXT = b"#candidate-code-next"
 TURN_NEXT = b"#turn-next"
-# The phase the judge records while a harness waits for its turn (profiler.sandbox: that
+# The phase the judge records while a harness waits for its turn (profiler.sandbox.watch: that
 # time counts against neither of its limits).
 WAITING_FOR_TURN = "waiting for its turn"
 # The phase a pre-started harness (profiler.sandbox.pool) reports once it waits for its request.

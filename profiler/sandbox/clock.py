@@ -16,7 +16,7 @@ judge sent it, and its outputs are fingerprinted with its key K (profiler.measur
 The judge notes when it sent each grant and when the next line arrived: the batch's window.
 All the candidate's process did with the batch's inputs lies inside that window, timed or not,
 because the inputs did not exist before it and the report (event times and fingerprints of
-every pair) closes it. profiler.verdict takes the timing from these reports, as they arrived,
+every pair) closes it. profiler.verdict.decision takes the timing from these reports, as they arrived,
 and checks them against the windows; a process that runs no candidate code later computes
 Model's fingerprints for pairs the judge picks after the run (profiler.run.kernelbench's
 audit). A candidate may write anything to its end of the pipes; what it gains is a log in

@@ -16,11 +16,11 @@ to be the user's; a local file system, where flock is flock). flock belongs to a
 so two runs of one process exclude each other as two processes do, and the kernel lets go of
 the lock of a process that dies. The file is opened close-on-exec, so a process started
 meanwhile does not hold the turn after its owner lets go, and write-only with mode 0200 by
-profiler.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
+profiler.machine.paths.lock_file, so a candidate in namespaces (everything read-only to it but its
 own folders) cannot open it to hold a turn of the judge's.
 
-The wait is not the run's: it counts against neither of its limits (profiler.sandbox's
-run_started and _PhaseReader).
+The wait is not the run's: it counts against neither of its limits (profiler.sandbox.watch's
+run_started and profiler.sandbox.readers.PhaseReader).
 
 Only dice's own work takes turns, and only while it runs or decodes: a harness making its
 CUDA context, a model loading, a .cu run allocating its buffers before its turn, and other
@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from profiler.paths import lock_file
+from profiler.machine.paths import lock_file
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import tempfile
 import threading
 
 import profiler.sandbox.keeper as _keeper
-from profiler import settings
+from profiler.machine import settings
 
 ISOLATION_ENV = settings.SANDBOX_ISOLATION
 PROBE_TIMEOUT_S = 20.0

@@ -9,11 +9,11 @@ cancel), the keeper kills every descendant, reaps them, and exits with the harne
 status (a signal as 128 + its number). It dies with the judge (PR_SET_PDEATHSIG).
 
 The keeper runs no candidate code; the candidate can still kill it (same user), which the
-judge notices (the keeper's exit status) and reports; see profiler.sandbox for the second
-net that follows. It imports nothing but the standard library, so that it starts in
+judge notices (the keeper's exit status) and reports; see profiler.sandbox.processes for the
+second net that follows. It imports nothing but the standard library, so that it starts in
 milliseconds, run by path with site and the environment ignored.
 
-With `--isolate` (profiler.sandbox decides, see its isolation()) the harness runs in
+With `--isolate` (profiler.sandbox.isolation decides) the harness runs in
 namespaces of its own, made without privileges (a user namespace):
 - a PID namespace, of which the harness is the first process: the candidate sees no process
   outside it, so it can signal none (`kill(-1, SIGKILL)` reaches its own processes only),

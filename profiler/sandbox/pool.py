@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable
 
-from profiler import settings
+from profiler.machine import settings
 from profiler.sandbox.isolation import isolation
 
 POOL_ENV = settings.SANDBOX_POOL

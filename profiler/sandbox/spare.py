@@ -33,6 +33,7 @@ import threading
 from pathlib import Path
 
 from profiler.sandbox import pool
+from profiler.sandbox.start import start_harness
 
 # Seconds an unclaimed spare waits (a process with torch imported: some hundreds of MB).
 IDLE_S = 300.0
@@ -66,7 +67,7 @@ class _Kept(threading.Thread):
         if self._fd is not None:
             facts = os.fstat(self._fd)
             self.identity = facts.st_dev, facts.st_ino
-        self.started = None  # profiler.sandbox.Started, once started
+        self.started = None  # profiler.sandbox.start.Started, once started
         self.state = "kept"  # -> "claimed" | "released"
         self._lock = threading.Lock()
         self._launched = threading.Event()
@@ -74,8 +75,6 @@ class _Kept(threading.Thread):
         self._finished = threading.Event()  # the claimer's run ended
 
     def run(self) -> None:
-        from profiler.sandbox import start_harness
-
         try:
             if self.identity is not None and self._same_folder(self.folder):
                 self.started = start_harness(self.time_limit, extensions=self.folder, warm=self.setup)

@@ -46,7 +46,7 @@ def test_builtin_fills_the_saxpy_statement_on_cpu():
     [candidate] = model.infill(prefix, suffix, n=1, max_tokens=32, temperature=0.0)
     assert candidate.finish_reason == "eos"        # it closes the span by itself
     assert candidate.text == STATEMENT
-    from profiler.compile import CompilerMissing, nvcc_check
+    from profiler.checks.compile import CompilerMissing, nvcc_check
 
     try:
         diagnostics = nvcc_check(prefix + candidate.text + suffix, "saxpy.cu")

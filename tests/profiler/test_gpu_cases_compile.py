@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc
+from profiler.checks.compile import find_nvcc
 
 
 def _load(name: str):

@@ -72,7 +72,7 @@ def _tokenizer(corpus: Path):
 
 def test_generated_kernels_compile(tmp_path):
     """The generator's kernels are valid CUDA (nvcc, device code only)."""
-    from profiler.compile import nvcc_check
+    from profiler.checks.compile import nvcc_check
 
     gen = _script("generate_kernels")
     sources = [p.read_text() for p in gen.generate(tmp_path, 3, seed=7)]
@@ -90,7 +90,7 @@ def test_ordinary_kernels_compile_as_cuda_and_inside_python_strings():
     the CUDA strings of PyCUDA / CuPy / load_inline scripts (valid Python too)."""
     import random
 
-    from profiler.compile import nvcc_check
+    from profiler.checks.compile import nvcc_check
 
     build = _script("build_corpus")
     ordinary = _script("ordinary_kernels")

@@ -11,7 +11,7 @@ from dice_lsp.core.text_offsets import offset_at_point
 from dice_lsp.lsp.edits import apply_edit, replace_edit
 from dice_lsp.lsp.request_args import document_snapshot, offset_of
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
-from profiler.spec import spec_template
+from profiler.source.spec import spec_template
 
 
 async def add_spec_edit(ls: Session, args: Any) -> types.WorkspaceEdit:

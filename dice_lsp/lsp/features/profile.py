@@ -22,7 +22,7 @@ from dice_lsp.lsp.lsp_text import text_document
 from dice_lsp.lsp.progress import finished, work_done
 from dice_lsp.lsp.request_args import document_snapshot, offset_of
 from dice_lsp.lsp.session import Session  # at run time: pygls evaluates handlers' annotations
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from dice_lsp.bench.run import Plan, human_report, summarize
 from dice_lsp.bench.tasks import OptimizeTask
 from dice_lsp.cli import build_parser, main
 from engine.decoding.prompts import PYTHON_LANGUAGES, extract_dice_answer
-from profiler.protocol import DICE, DICE_LSP, PROTOCOLS
-from profiler.results import Verdict
+from profiler.judging.protocol import DICE, DICE_LSP, PROTOCOLS
+from profiler.verdict.types import Verdict
 
 pytestmark = pytest.mark.timeout(300)
 

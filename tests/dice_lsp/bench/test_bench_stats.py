@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 from dice_lsp.bench.progress import verdict_words
 from dice_lsp.bench.report import format_table

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dice_lsp.bench.fills import document, has_outputs, judge_case, spec_lines, summary
-from profiler.spec import parse_spec
+from profiler.source.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -70,11 +70,11 @@ def test_every_case_of_the_shipped_records_gets_a_spec_that_parses():
 
 
 def test_the_judge_gives_each_distinct_candidate_a_verdict():
-    from profiler.compile import find_nvcc
+    from profiler.checks.compile import find_nvcc
 
     if find_nvcc() is None:
         pytest.skip("no nvcc")
-    from profiler.gpu import gpu_name
+    from profiler.machine.gpu import gpu_name
 
     verdicts = judge_case(CASE, ["out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"], 20)
     assert set(verdicts) == {"out[i] = s * in[i];", "out[i] = s + in[i];", "out[i] = t * in[i];"}

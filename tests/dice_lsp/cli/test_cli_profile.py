@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc
+from profiler.checks.compile import find_nvcc
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 no_gpu_here = pytest.mark.skipif(profiler.gpu_name() is not None, reason="checks the no-GPU answer")
@@ -116,7 +116,7 @@ def test_only_a_proven_verdict_or_nothing_to_time_exits_fine():
     from dataclasses import replace
 
     from dice_lsp.cli.profile import exit_code
-    from profiler.results import NOT_PROOF, Verdict
+    from profiler.verdict.types import NOT_PROOF, Verdict
 
     faster = Verdict("faster", True, True, 1.8, (1.7, 1.9), 0.1, 0.18, [], "1.80x faster", inputs_checked=4,
                      gpu="NVIDIA H100")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dice_lsp.cli.jobs import what_became_of
-from profiler.results import Verdict
+from profiler.verdict.types import Verdict
 
 REPO = Path(__file__).resolve().parents[3]
 SAXPY = (REPO / "examples" / "saxpy.cu").read_text()

@@ -18,7 +18,8 @@ from dice_lsp.core.jobs import JobResult, Snapshot, best_candidate
 from dice_lsp.core.measured import measured_units, unit_key
 from dice_lsp.core.targets import optimize_target
 from engine.types import Candidate, EngineError, EngineGone
-from profiler.results import Verdict
+from profiler.checks.compile import find_nvcc
+from profiler.verdict.types import Verdict
 
 PATH = "/work/k.cu"
 SOURCE = """\
@@ -238,7 +239,7 @@ async def test_a_candidate_is_chosen_only_from_a_finished_job(cache):
         outcome.chosen_candidate(jobs, "99", 0)
 
 
-@pytest.mark.skipif(__import__("profiler").compile.find_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 def test_a_job_whose_candidates_all_fail_to_compile_names_the_gpu_it_was_judged_on(tmp_path):
     """No candidate reached the GPU, yet there is one (or not): the answer says which, rather
     than "no GPU" on a machine that has one (seen on the H200 with the built-in model)."""
@@ -256,7 +257,7 @@ def test_a_job_whose_candidates_all_fail_to_compile_names_the_gpu_it_was_judged_
     assert result.gpu == profiler.gpu_name()
 
 
-@pytest.mark.skipif(__import__("profiler").compile.find_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 @pytest.mark.parametrize("document_eol", ["\n", "\r\n"])
 def test_candidates_are_judged_in_the_documents_line_endings(tmp_path, document_eol):
     """Editors rewrite an inserted text's line endings to the buffer's (Neovim: CR and CRLF

@@ -10,8 +10,8 @@ from lsprotocol import types
 from dice_lsp.core.verdict_view import (NOT_PROOF_MEANING, candidate_title, hover_markdown, lens_title, not_proven,
                                         summary)
 from dice_lsp.lsp.diagnostics import severity
-from profiler.results import NOT_PROOF, Verdict
-from profiler.verdict_rules import physical_bound
+from profiler.verdict.rules import physical_bound
+from profiler.verdict.types import NOT_PROOF, Verdict
 
 
 def _verdict(**extra) -> Verdict:
@@ -37,7 +37,7 @@ def test_every_status_that_proves_nothing_has_its_meaning():
 
 
 def test_an_impossible_verdict_says_what_it_implies_and_that_nothing_is_proven():
-    # The profiler's own words first (profiler.verdict writes them from physical_bound).
+    # The profiler's own words first (profiler.verdict.decision writes them from physical_bound).
     broken = physical_bound({"input_bytes": 1 << 26, "output_bytes": 1 << 26}, 1000.0, 0.05)
     judged = Verdict("impossible", True, True, None, None, None, None, [],
                      f"impossible: {broken}; nothing proven (measured 0.0500 ms against 3.0000 ms)", inputs_checked=4)

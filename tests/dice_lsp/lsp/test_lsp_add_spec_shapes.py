@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from profiler.compile import find_nvcc
-from profiler.spec import parse_spec
+from profiler.checks.compile import find_nvcc
+from profiler.source.spec import parse_spec
 
 STENCIL = """\
 __global__ void laplace(const float* __restrict__ in, float* out, int W, int H)

@@ -226,8 +226,8 @@ class ModelNew(nn.Module):
 @pytest.mark.slow
 async def test_kernelbench_cuda_errors_show_inside_the_string_on_open(editor, workspace: Path):
     """nvcc checks the load_inline CUDA on open (no GPU, no build): the error is on its line."""
-    from profiler.compile import find_nvcc
-    from profiler.kernelbench_check import torch_include_dirs
+    from profiler.checks.compile import find_nvcc
+    from profiler.checks.kernelbench import torch_include_dirs
 
     if find_nvcc() is None or torch_include_dirs() is None:
         pytest.skip("needs nvcc, torch's headers and Python's headers (python3-dev)")

@@ -25,12 +25,12 @@ def instantiations(form: tuple[bool, bool, bool]) -> list[str]:
             for b in (True, False) if skinny.fits(t, w)]
 
 
-# One compile per form (a sixth of the instantiations each), so that each stays well inside
+# One compile per form (a fifth of the instantiations each), so that each stays well inside
 # the compile check's time bound on a loaded 2-core machine.
 @pytest.mark.parametrize("form", FORMS, ids=lambda form: "".join("1" if f else "0" for f in form))
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_instantiation_compiles_with_nvcc(tmp_path, arch, form):
-    from profiler.compile import CompilerMissing, nvcc_check
+    from profiler.checks.compile import CompilerMissing, nvcc_check
 
     explicit = "".join(f"template __global__ void {name}(const u16*, const u16*, u16*, int, int, int, int, int, "
                        "const float*, int, int, const u16*, float, const u16*, int, float*);\n"

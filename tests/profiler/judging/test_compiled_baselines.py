@@ -8,8 +8,8 @@ import time
 
 from profiler.judging.caches import CompiledBaselines, TorchCompileBaseline
 from profiler.judging.kernelbench import with_torch_compile
-from profiler.results import Verdict
 from profiler.sandbox.builds import REUSE_ENV
+from profiler.verdict.types import Verdict
 
 
 class Measures:

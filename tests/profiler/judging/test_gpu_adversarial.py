@@ -6,7 +6,7 @@ faster. No cheat may come out "faster"; most may not come out proven at all.
 
 The candidates are written as an adversary would write them: correct wherever they expect
 to be checked, cheating where a judge might not look, and none of them trips a pattern of
-profiler.static_check, so what stops them is the judge's measurement, not its reading.
+profiler.checks.static, so what stops them is the judge's measurement, not its reading.
 
 Candidates of one problem are judged in one call (their builds run side by side, the
 baseline runs alone once). Judging is timing: run this module alone on the GPU, not beside
@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.kernelbench_check import kernelbench_cuda_diagnostics
-from profiler.results import PROVEN
+from profiler.checks.kernelbench import kernelbench_cuda_diagnostics
+from profiler.verdict.types import PROVEN
 
 LIBRARY = Path(__file__).parent.parent / "adversarial"
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from profiler import verdict_rules as rules
 from profiler.measure.timing import Audited, DeviceOps, TimedRunWrong, time_pair
 from profiler.sandbox.clock import MAX_BATCH_PAIRS, HarnessClock, JudgeClock, pair_seed
+from profiler.verdict import rules
 
 
 class _Event:
@@ -176,7 +176,7 @@ def _measurement(pairs: int) -> dict:
 
 
 def _audit(log, reference, fingerprints=None):
-    from profiler.verdict import Audit
+    from profiler.verdict.decision import Audit
 
     count = sum(e["pairs"] for e in log)
     audited = list(range(0, count, 3))
@@ -191,7 +191,7 @@ def _logs(cand_ms: float, base_ms: float = 1.0, window_ms: float | None = None, 
 
 
 def test_the_verdict_takes_its_times_from_the_judges_clock_not_the_candidates_result():
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     log, reference = _logs(cand_ms=0.5)
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
@@ -200,7 +200,7 @@ def test_the_verdict_takes_its_times_from_the_judges_clock_not_the_candidates_re
 
 
 def test_a_timed_run_whose_fingerprint_is_not_models_is_wrong_and_named():
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     log, reference = _logs(cand_ms=0.5)
     audit = _audit(log, reference)
@@ -211,7 +211,7 @@ def test_a_timed_run_whose_fingerprint_is_not_models_is_wrong_and_named():
 
 
 def test_time_the_clock_saw_outside_the_runs_and_a_slowed_baseline_are_charged_to_the_candidate():
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     log, reference = _logs(cand_ms=0.1, window_ms=1.0 + 0.5 + 0.3)  # 0.4 ms a pair the runs do not explain
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
@@ -225,7 +225,7 @@ def test_time_the_clock_saw_outside_the_runs_and_a_slowed_baseline_are_charged_t
 
 
 def test_the_speedup_is_no_larger_than_the_baseline_alone_supports():
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     log, reference = _logs(cand_ms=0.5, base_ms=1.04, alone_ms=1.0)  # inside the slack: not charged
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
@@ -234,7 +234,7 @@ def test_the_speedup_is_no_larger_than_the_baseline_alone_supports():
 
 
 def test_a_wrong_timed_run_found_in_the_candidates_process_is_a_wrong_verdict():
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     m = {"outcome": "wrong", "where": "timed run", "timed_run": 10, "problem": "output 0: 12 elements differ",
          "inputs_checked": 4, "kind": "kernelbench", "extra": {}}

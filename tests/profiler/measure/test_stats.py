@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from profiler.measure.stats import speedup_interval, summarize
-from profiler import verdict_rules as rules
 from profiler.measure.timing import DeviceOps, TimedRunWrong, time_pair
+from profiler.verdict import rules
 
 
 def test_summary_quantiles():
@@ -133,9 +133,9 @@ def test_a_time_faster_than_the_memory_bus_is_impossible(monkeypatch):
 
 def test_more_flops_than_the_gpu_has_is_impossible(monkeypatch):
     monkeypatch.setattr(rules, "memory_roof_gbs", lambda peak: (3352.0, "roof"))
-    import profiler.gpu
+    import profiler.machine.gpu
 
-    monkeypatch.setattr(profiler.gpu, "max_sm_clock_mhz", lambda: 1980)
+    monkeypatch.setattr(profiler.machine.gpu, "max_sm_clock_mhz", lambda: 1980)
     facts = {"flops": 2 * 4096 ** 3, "capability": "9.0", "sms": 132}
     assert rules.physical_bound(facts, 3000.0, 1.0) is None  # 137 TFLOP/s
     assert "TFLOP/s" in rules.physical_bound(facts, 3000.0, 0.01)

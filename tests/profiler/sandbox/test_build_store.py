@@ -185,7 +185,7 @@ def test_a_folder_a_candidate_shaped_is_dropped_and_fails_no_other_run(tmp_path,
 
 
 def test_a_deep_tree_is_removed(tmp_path):
-    from profiler.paths import remove_tree
+    from profiler.machine.paths import remove_tree
 
     folder = tmp_path / "sandbox"
     folder.mkdir()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from profiler.judging.kernelbench import kernelbench_request, run_in_build_folder
-from profiler.paths import remove_tree
+from profiler.machine.paths import remove_tree
 from profiler.sandbox import pool
 from profiler.sandbox.builds import VerifiedBuilds
 from profiler.sandbox.isolation import isolation_problem

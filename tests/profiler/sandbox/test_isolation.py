@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.gpu import compute_capability
 from profiler.judging.kernelbench import kernelbench_request
+from profiler.machine.gpu import compute_capability
 from profiler.sandbox import ISOLATION_ENV, IsolationUnavailable, isolation, isolation_problem, run_started, start_harness
 from profiler.sandbox.builds import VerifiedBuilds, process_builds
 from profiler.sandbox.environment import PACKAGE_ROOT

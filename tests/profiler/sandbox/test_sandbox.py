@@ -104,7 +104,7 @@ def test_the_folders_of_a_killed_judge_are_removed_by_the_next(tmp_path, monkeyp
     import sys
     import tempfile
 
-    import profiler.sandbox as sandbox
+    from profiler.sandbox import start
 
     script = ("import os, signal\nfrom profiler.sandbox import start_harness\n"
               "print(start_harness(30.0).folder, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
@@ -114,11 +114,11 @@ def test_the_folders_of_a_killed_judge_are_removed_by_the_next(tmp_path, monkeyp
     assert killed.returncode == -9 and left.parent == tmp_path and left.is_dir(), killed.stderr
     live = subprocess.Popen(["sleep", "60"])
     try:
-        alive = tmp_path / f"{sandbox.FOLDER_PREFIX}{live.pid}-kept"
+        alive = tmp_path / f"{start.FOLDER_PREFIX}{live.pid}-kept"
         alive.mkdir()
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-        monkeypatch.setattr(sandbox, "_SWEPT", threading.Event())
-        started = sandbox.start_harness(30.0)
+        monkeypatch.setattr(start, "_SWEPT", threading.Event())
+        started = start.start_harness(30.0)
         started.discard()
         assert not left.exists() and alive.is_dir()
     finally:
@@ -148,12 +148,12 @@ def _harness_side(phase_w: int, control_r: int, log: list) -> None:
 def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
     """The harness asks for its turn once built; the judge's reader writes GO only when the
     turn is given, and times the wait by its own clock (it counts against no limit)."""
-    from profiler.sandbox import _PhaseReader
     from profiler.sandbox.channel import WAITING_FOR_TURN, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     control_r, control_w = os.pipe()
     phase_r, phase_w = os.pipe()
-    reader = _PhaseReader(phase_r, control_w, warm=False)
+    reader = PhaseReader(phase_r, control_w, warm=False)
     turn, log = threading.Event(), []
     reader.hand_over(control_message({"kind": "cuda"}, "nonce"), turn)
     reader.start()
@@ -178,12 +178,12 @@ def test_a_run_waits_for_its_turn_and_the_wait_is_measured_by_the_judge():
 
 def test_an_abandoned_run_stops_waiting_for_its_turn():
     """A run killed while it waits (cancelled, or its time is up) leaves no reader waiting."""
-    from profiler.sandbox import _PhaseReader
     from profiler.sandbox.channel import TURN_NEXT, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     control_r, control_w = os.pipe()
     phase_r, phase_w = os.pipe()
-    reader = _PhaseReader(phase_r, control_w, warm=False)
+    reader = PhaseReader(phase_r, control_w, warm=False)
     reader.hand_over(control_message({"kind": "cuda"}, "nonce"), threading.Event())
     reader.start()
     os.write(phase_w, TURN_NEXT + b"\n")
@@ -202,13 +202,13 @@ def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
     """Code that writes TURN_NEXT to a phase pipe still open (a KernelBench document's
     torch.compile run loads the document) gets one GO and no time outside its limits; a run
     with a turn waits once, however often it asks."""
-    from profiler.sandbox import _PhaseReader
     from profiler.sandbox.channel import TURN_NEXT, control_message
+    from profiler.sandbox.readers import PhaseReader
 
     for turn in (None, threading.Event()):
         control_r, control_w = os.pipe()
         phase_r, phase_w = os.pipe()
-        reader = _PhaseReader(phase_r, control_w, warm=False)
+        reader = PhaseReader(phase_r, control_w, warm=False)
         reader.hand_over(control_message({"kind": "torch_compile"}, "nonce"), turn)
         reader.start()
         os.read(control_r, 1 << 16)  # the request
@@ -238,13 +238,13 @@ def test_turn_requests_of_a_run_without_a_turn_exclude_no_time():
 
 
 def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tmp_path, monkeypatch):
-    """profiler.sandbox._stop: a keeper deaf to SIGTERM and a child of its group are killed
+    """profiler.sandbox.processes.stop: a keeper deaf to SIGTERM and a child of its group are killed
     after the grace, the keeper reaped (not left a zombie), and the child gone."""
     import signal
     import subprocess
     import sys
 
-    from profiler import sandbox
+    from profiler.sandbox import processes
 
     child_pid = tmp_path / "child.pid"
     code = (
@@ -267,10 +267,10 @@ def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tm
         states.append(Path(f"/proc/{keeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
         real_killpg(pgid, sig)
 
-    monkeypatch.setattr(sandbox, "KEEPER_GRACE_S", 0.3)
+    monkeypatch.setattr(processes, "KEEPER_GRACE_S", 0.3)
     monkeypatch.setattr(os, "killpg", killpg)
     started = time.monotonic()
-    sandbox._stop(keeper)
+    processes.stop(keeper)
     took = time.monotonic() - started
     assert states == ["S"] or states == ["R"]  # still running: deaf to SIGTERM, killed with its group
     assert keeper.returncode == -signal.SIGKILL  # reaped, killed after the grace
@@ -280,19 +280,19 @@ def test_stopping_a_keeper_that_ignores_sigterm_kills_its_group_then_reaps_it(tm
             break
         time.sleep(0.05)
     else:
-        raise AssertionError(f"the keeper's child {child} outlived _stop")
+        raise AssertionError(f"the keeper's child {child} outlived stop")
 
 
 def test_a_keeper_that_ended_on_its_own_is_reaped_only_after_its_group_is_killed(monkeypatch):
-    """Nothing but _stop reaps a keeper: one that ended by itself stays a zombie through
-    `alive()` and the judge's polling, so the group id _stop kills is still the keeper's."""
+    """Nothing but stop reaps a keeper: one that ended by itself stays a zombie through
+    `alive()` and the judge's polling, so the group id stop kills is still the keeper's."""
     import subprocess
     import sys
 
-    from profiler import sandbox
+    from profiler.sandbox import processes
 
     keeper = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
-    assert sandbox._exited(keeper.pid, timeout=30)  # waits for the end, without reaping it
+    assert processes.exited(keeper.pid, timeout=30)  # waits for the end, without reaping it
     assert keeper.returncode is None and Path(f"/proc/{keeper.pid}").exists()  # a zombie, pid held
     states = []
     real_killpg = os.killpg
@@ -302,18 +302,18 @@ def test_a_keeper_that_ended_on_its_own_is_reaped_only_after_its_group_is_killed
         real_killpg(pgid, sig)
 
     monkeypatch.setattr(os, "killpg", killpg)
-    sandbox._stop(keeper)
+    processes.stop(keeper)
     assert states == ["Z"]  # killed while the zombie held the group's id
     assert keeper.returncode == 0 and not Path(f"/proc/{keeper.pid}").exists()
 
 
 def test_waiting_for_a_keeper_without_pidfd_returns_when_it_ends_not_at_the_timeout(monkeypatch):
-    """On a kernel without pidfd_open (before Linux 5.3) _exited polls: it returns once the
+    """On a kernel without pidfd_open (before Linux 5.3) exited polls: it returns once the
     process has ended, not after the whole timeout (the keeper's 5 s grace at every stop)."""
     import subprocess
     import sys
 
-    from profiler import sandbox
+    from profiler.sandbox import processes
 
     def no_pidfd(pid, flags=0):
         raise OSError(38, "Function not implemented")
@@ -321,13 +321,13 @@ def test_waiting_for_a_keeper_without_pidfd_returns_when_it_ends_not_at_the_time
     monkeypatch.setattr(os, "pidfd_open", no_pidfd)
     keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
     started = time.monotonic()
-    assert sandbox._exited(keeper.pid, timeout=20)
+    assert processes.exited(keeper.pid, timeout=20)
     assert time.monotonic() - started < 10
     assert keeper.returncode is None  # not reaped
     keeper.wait()
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        assert not sandbox._exited(running.pid, timeout=0.2)  # still running: False at the timeout
+        assert not processes.exited(running.pid, timeout=0.2)  # still running: False at the timeout
     finally:
         running.kill()
         running.wait()

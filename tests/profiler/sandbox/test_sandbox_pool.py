@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from profiler.judging.kernelbench import kernelbench_request
-from profiler.sandbox import MARKER, run_started, start_harness
+from profiler.sandbox import run_started, start_harness
 from profiler.sandbox.pool import SandboxPool
+from profiler.sandbox.processes import MARKER
 
 _spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
@@ -216,8 +217,8 @@ def test_a_spare_that_never_ends_its_warm_up_is_not_handed_a_request():
 
 
 def test_the_warm_up_kernel_is_launched_with_every_parameter_it_takes():
-    from profiler.source.cuda_source import find_kernels
     from profiler.run.cuda import WARM_PARAMS, WARM_SOURCE
+    from profiler.source.cuda_source import find_kernels
 
     (kernel,) = find_kernels(WARM_SOURCE)
     assert [(p["name"], p["pointer"]) for p in WARM_PARAMS] == [(p.name, p.pointer) for p in kernel.params]

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 import profiler
+from profiler.checks.static import static_flags
 from profiler.sandbox.channel import accept_result
-from profiler.static_check import static_flags
-from profiler.verdict import SUSPICIOUS_SPEEDUP, from_measurement
+from profiler.verdict.decision import SUSPICIOUS_SPEEDUP, from_measurement
 
 _spec = importlib.util.spec_from_file_location("sandbox_cases", Path(__file__).parent.parent / "sandbox_cases.py")
 cases = importlib.util.module_from_spec(_spec)
@@ -300,7 +300,7 @@ def test_a_flagged_verdict_is_never_applied_by_itself():
 
 
 def test_a_baseline_timed_unlike_the_baseline_alone_is_rejected():
-    from profiler.verdict import against_reference
+    from profiler.verdict.decision import against_reference
 
     # A timer patched for the whole process scales the baseline's runs too: 50x faster
     # "measured" against a baseline that took 0.5 ms here and 25 ms alone.
@@ -314,7 +314,7 @@ def test_a_baseline_timed_unlike_the_baseline_alone_is_rejected():
 
 def test_a_cheating_pattern_means_nothing_is_proven():
     from profiler.sandbox import SandboxOutcome
-    from profiler.verdict import from_outcome
+    from profiler.verdict.decision import from_outcome
 
     honest = {**FORGED_MEASUREMENT, "timing": {"baseline": [0.5] * 20, "candidate": [0.25] * 20}}
     outcome = SandboxOutcome("ok", honest, 0, "", 5.0)
@@ -382,7 +382,8 @@ def test_outputs_are_judged_against_model_run_in_a_process_of_its_own():
     import numpy as np
 
     from profiler.sandbox import SandboxOutcome
-    from profiler.verdict import against_model_alone, against_reference_outputs, from_outcome, reference_samples
+    from profiler.verdict.decision import (against_model_alone, against_reference_outputs, from_outcome,
+                                           reference_samples)
 
     assert static_flags(candidate('torch.__setattr__("re" + "lu", lambda x: x)\n'), BASELINE) == []
     rng = np.random.default_rng(0)

@@ -15,14 +15,14 @@ status and message. What it cannot check it flags:
   those of Model run in a process of its own are wrong, whatever the candidate's process
   concluded: Model runs in the candidate's process too, where the candidate's code could
   change what it computes;
-- the rules of profiler.verdict_rules: work outside the launching stream's timed region is
+- the rules of profiler.verdict.rules: work outside the launching stream's timed region is
   charged to the candidate (flag "escaped_timer"), threads busy beside the runs are flagged
   ("host_threads"); a time faster than the GPU's memory or arithmetic allows is "impossible";
   a baseline whose outputs do not depend on its inputs makes the comparison "unproven";
   timings that drift or spread are "unstable"; the reported interval covers the drift
   between halves of the run and the spread between processes;
 - a KernelBench speedup above SUSPICIOUS_SPEEDUP over eager PyTorch is "suspicious";
-- the candidate's source is read for patterns of cheating (profiler.static_check); each
+- the candidate's source is read for patterns of cheating (profiler.checks.static); each
   found is a named flag. A flagged verdict keeps its numbers but is never applied by
   itself (dice_lsp.core.jobs.best_candidate): the user chooses. A candidate that patches the
   timer or the comparison, or reaches into the harness's memory (CHEAT_FLAGS), would
@@ -36,9 +36,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from profiler import verdict_rules as rules
-from profiler.results import NOT_PROOF, PROVEN, Diagnostic, Verdict
 from profiler.sandbox import SandboxOutcome
+from profiler.verdict import rules
+from profiler.verdict.types import NOT_PROOF, PROVEN, Diagnostic, Verdict
 
 # A KernelBench ModelNew this much faster than eager PyTorch is more often a cheat than a kernel.
 SUSPICIOUS_SPEEDUP = 10.0
@@ -108,7 +108,7 @@ def from_outcome(outcome: SandboxOutcome, *, flags: list[str] | None = None, fac
     """The verdict of one sandboxed run. `fields` (diagnostics, kernel) fill what the
     measurement left empty; `flags` are the static checker's, for a candidate's source;
     `facts` what a run of the baseline alone said about the problem (sizes, FLOPs, constant
-    outputs: profiler.verdict_rules), which win over the candidate's process's own."""
+    outputs: profiler.verdict.rules), which win over the candidate's process's own."""
     if outcome.status != "ok":
         status = "timeout" if outcome.status == "timeout" else "crash"
         verdict = Verdict.failed(status, f"{'timed out' if status == 'timeout' else 'crashed'}: {outcome.why()}",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.spec import SpecError, parse_spec, spec_errors_as_diagnostics, spec_lines, spec_template
+from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.source.spec import SpecError, parse_spec, spec_lines, spec_template
 
 KERNEL = "__global__ void saxpy(float a, const float* __restrict__ x, float* y, int n) { }\n"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from profiler.results import Diagnostic, Verdict
+from profiler.verdict.types import Diagnostic, Verdict
 
 
 def test_verdict_json_round_trip():

@@ -11,8 +11,8 @@ import time
 import pytest
 
 import profiler
-import profiler.compile
-from profiler.compile import DEFAULT_COMPILER_MEMORY, compiler_memory_limit, find_nvcc, run_compiler
+import profiler.checks.compile
+from profiler.checks.compile import DEFAULT_COMPILER_MEMORY, compiler_memory_limit, find_nvcc, run_compiler
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 
@@ -103,9 +103,9 @@ def test_the_time_bound_kills_the_whole_group_and_leaves_no_orphan(tmp_path):
 def test_a_load_inline_sized_compile_fits_the_default_bound(repo_root):
     # torch's headers are the largest thing a check compiles (3.5 GiB of address space).
     kernelbench = repo_root / "benchmarks" / "kernelbench_controls" / "level1" / "19_ReLU.correct.py"
-    if profiler.kernelbench_check.torch_include_dirs() is None:
+    if profiler.checks.kernelbench.torch_include_dirs() is None:
         pytest.skip("torch headers not installed")
-    diagnostics = profiler.kernelbench_check.kernelbench_cuda_diagnostics(kernelbench.read_text(), str(kernelbench))
+    diagnostics = profiler.checks.kernelbench.kernelbench_cuda_diagnostics(kernelbench.read_text(), str(kernelbench))
     assert diagnostics is not None
     assert not [d for d in diagnostics if d.severity == "error"]
 
@@ -147,7 +147,7 @@ def test_what_a_compiler_prints_is_read_only_so_far(tmp_path):
 
 
 def test_a_compiler_past_the_file_size_bound_is_stopped_and_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(profiler.compile, "COMPILER_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(profiler.checks.compile, "COMPILER_FILE_BYTES", 1 << 20)
     run = run_compiler(["yes", "what a flood"], cwd=str(tmp_path), time_limit=30)
     assert "bound of 1 MiB for one file" in run.bound_hit()
 

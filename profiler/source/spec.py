@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from profiler.source.cuda_source import Kernel, find_kernels, parse
-from profiler.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
+from profiler.source.dtypes import FLOAT_TYPES, INT_TYPES, dtype_name, itemsize
 
 Number = int | float
 Dim3 = tuple[int, int, int]
@@ -512,17 +512,6 @@ def spec_lines(source: str) -> str:
     if "dice:" not in source:  # most keystrokes: no parse for a document without a spec
         return ""
     return "\n".join(f"dice: {d.text.rstrip()}" for d in _dice_directives(source))
-
-
-def spec_errors_as_diagnostics(source: str):
-    """A bad spec as an editor diagnostic (empty when the spec is fine)."""
-    from profiler.results import Diagnostic
-
-    try:
-        parse_spec(source)
-    except SpecError as exc:
-        return [Diagnostic(exc.line, exc.column, "error", f"dice spec: {exc.message}")]
-    return []
 
 
 # ---------------------------------------------------------------- template

@@ -1,12 +1,12 @@
 """Compile-only check of a KernelBench .py document: Python syntax, as Diagnostics.
 
-The CUDA inside its `load_inline` strings is checked by profiler.kernelbench_check (nvcc,
+The CUDA inside its `load_inline` strings is checked by profiler.checks.kernelbench (nvcc,
 no build); it runs for real only in the sandbox.
 """
 
 from __future__ import annotations
 
-from profiler.results import Diagnostic
+from profiler.verdict.types import Diagnostic
 
 
 def python_check(source: str, path: str) -> list[Diagnostic]:

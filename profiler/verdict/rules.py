@@ -1,6 +1,6 @@
 """The rules that decide whether a measured speedup is proof, as pure functions of the
 numbers a harness sends (profiler.measure.timing's per-run records) and of the GPU's own
-facts. profiler.verdict applies them; tests pin each one without a GPU.
+facts. profiler.verdict.decision applies them; tests pin each one without a GPU.
 
 - Escaped work. Every run ends with a device-wide synchronize, and every run records how long
   its L2 flush took (work another stream runs beside it slows it) and how long after the
@@ -156,7 +156,7 @@ def instability(base: list[float], cand: list[float]) -> str | None:
 
 def memory_roof_gbs(measured_peak_gbs: float) -> tuple[float, str]:
     """(the GPU's memory bandwidth no kernel can exceed, where it comes from)."""
-    from profiler import gpu
+    from profiler.machine import gpu
 
     theoretical = gpu.theoretical_bandwidth_gbs()
     if theoretical:
@@ -166,7 +166,7 @@ def memory_roof_gbs(measured_peak_gbs: float) -> tuple[float, str]:
 
 def peak_flops(facts: dict) -> float | None:
     """FLOP/s no format of this GPU reaches (FLOPS_PER_SM_CLOCK), or None when unknown."""
-    from profiler import gpu
+    from profiler.machine import gpu
 
     capability, sms = facts.get("capability"), facts.get("sms")
     clock = gpu.max_sm_clock_mhz()

@@ -19,7 +19,7 @@ STATUSES = (
     "no_gpu",
     "no_spec",
     "error",
-    # Measured, but what was measured proves nothing (profiler.verdict says which rule):
+    # Measured, but what was measured proves nothing (profiler.verdict.decision says which rule):
     "impossible",  # faster than the GPU's memory or arithmetic allows: the timer did not see the work
     "suspicious",  # over SUSPICIOUS_SPEEDUP times eager PyTorch: more often a cheat than a kernel
     "unstable",  # the timings disagree with themselves or with the baseline timed alone

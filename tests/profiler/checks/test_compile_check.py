@@ -11,9 +11,9 @@ import time
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc, nvcc_check, parse_compiler_output
-from profiler.results import Diagnostic
-from profiler.spec import spec_errors_as_diagnostics
+from profiler.checks.compile import find_nvcc, nvcc_check, parse_compiler_output
+from profiler.checks.spec import spec_errors_as_diagnostics
+from profiler.verdict.types import Diagnostic
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 

@@ -1,5 +1,5 @@
 """Patterns of cheating in a candidate's source, in the spirit of KernelBench's
-kernel_static_checker: each found is a named flag on the verdict (profiler.verdict).
+kernel_static_checker: each found is a named flag on the verdict (profiler.verdict.decision).
 
 A flag is a reason to look, not proof: the judge's guarantees do not rest on it (see the
 docs/threat-model.md), and a determined candidate can hide from any regular expression.

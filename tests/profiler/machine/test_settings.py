@@ -1,4 +1,4 @@
-"""The environment the product reads (profiler.settings, and each listener's token beside the
+"""The environment the product reads (profiler.machine.settings, and each listener's token beside the
 listener): typed, read once, every variable documented in the README, and no DICE_ variable
 read anywhere else."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from dice_lsp.core.config import LSP_TOKEN
 from engine.serving.client import ENGINE_TOKEN
-from profiler import settings
-from profiler.settings import DEFAULT_COMPILER_MEMORY, Environment
+from profiler.machine import settings
+from profiler.machine.settings import DEFAULT_COMPILER_MEMORY, Environment
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Each token is read beside the listener that asks for it; every other variable in settings.py.
 TOKEN_HOMES = {LSP_TOKEN: "dice_lsp/core/config.py", ENGINE_TOKEN: "engine/serving/client.py"}
 # The engine's own (it imports nothing of the profiler): where its compilers' caches and its
@@ -75,7 +75,7 @@ def _dice_names_read(path: Path) -> set[str]:
 
 
 def test_no_other_product_module_reads_a_dice_variable():
-    own = {REPO / "profiler" / "settings.py": {v.name for v in settings.VARIABLES}}
+    own = {REPO / "profiler" / "machine" / "settings.py": {v.name for v in settings.VARIABLES}}
     for name, home in TOKEN_HOMES.items():
         own.setdefault(REPO / home, set()).add(name)
     elsewhere = {}

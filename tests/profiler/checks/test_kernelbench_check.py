@@ -8,9 +8,9 @@ import ast
 import pytest
 
 import profiler
-from profiler.compile import find_nvcc
-from profiler.kernelbench_check import IMPLICIT_HEADERS, _place, inline_cuda, torch_include_dirs
-from profiler.results import Diagnostic
+from profiler.checks.compile import find_nvcc
+from profiler.checks.kernelbench import IMPLICIT_HEADERS, _place, inline_cuda, torch_include_dirs
+from profiler.verdict.types import Diagnostic
 
 DOCUMENT = '''\
 import torch

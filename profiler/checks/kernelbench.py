@@ -19,9 +19,9 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler.compile import CompilerMissing, nvcc_check
+from profiler.checks.compile import CompilerMissing, nvcc_check
 from profiler.source.document import parse_python
-from profiler.results import Diagnostic
+from profiler.verdict.types import Diagnostic
 
 IMPLICIT_HEADERS = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
 # What torch passes nvcc for every extension (torch.utils.cpp_extension.COMMON_NVCC_FLAGS).

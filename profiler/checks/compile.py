@@ -23,11 +23,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler import settings
-from profiler.paths import cache_dir
-from profiler.results import Diagnostic
-from profiler.settings import DEFAULT_COMPILER_MEMORY, describe_bytes  # noqa: F401  (also this module's names)
+from profiler.machine import settings
+from profiler.machine.paths import cache_dir
+from profiler.machine.settings import DEFAULT_COMPILER_MEMORY, describe_bytes  # noqa: F401  (also this module's names)
 from profiler.source.source_files import include_problems
+from profiler.verdict.types import Diagnostic
 
 log = logging.getLogger(__name__)
 

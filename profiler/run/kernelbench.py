@@ -526,7 +526,7 @@ def run_kernelbench(request: dict) -> dict:
 def _run_kernelbench(request: dict) -> dict:
     import torch
 
-    from profiler.run.device import capture_torch, torch_ops, torch_peak_bandwidth_gbs
+    from profiler.run.device import capture_torch, l2_reset_state, torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
     _strict_fp32()
@@ -564,7 +564,8 @@ def _run_kernelbench(request: dict) -> dict:
     problem = Problem(base_module, cand_module, seeds[0], request.get("sample_seed"), tolerance)
     what = "second" if profiling else "candidate"
     common = dict(kind="kernelbench", profiling=profiling, gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
-    extra: dict = {"seeds": seeds, "protocol": protocol.get("name", "dice-lsp")}
+    extra: dict = {"seeds": seeds, "protocol": protocol.get("name", "dice-lsp"),
+                   "persisting_l2_reset": l2_reset_state()}
     if problem.weights_note:
         extra["weights"] = problem.weights_note
     checked = 0

@@ -265,6 +265,27 @@ def test_the_speedup_is_no_larger_than_the_baseline_alone_supports():
     assert verdict.extra["speedup_in_process"] == pytest.approx(2.08)
 
 
+def test_the_candidates_flushes_are_compared_with_the_same_slot_of_models_own_loop():
+    """The candidate runs first in every pair, right after the pair's inputs were written: its
+    flush evicts those written lines, the baseline's (after a run that read) does not. Model's
+    own loop has the same slot; only a flush slower than that one's is the candidate's work."""
+    from profiler.verdict import from_measurement
+
+    def first_flushes(entries, ms):
+        for e in entries:
+            e["report"]["sides"][1]["flush_ms"] = [ms] * e["pairs"]
+
+    log, reference = _logs(cand_ms=0.5)
+    first_flushes(log, 0.14)  # 0.04 ms over the baseline beside it (0.1)
+    first_flushes(reference, 0.14)
+    verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
+    assert verdict.status == "faster" and not verdict.extra.get("flags")
+    first_flushes(log, 0.17)
+    verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
+    assert "escaped_timer" in verdict.extra["flags"] and verdict.status == "suspicious"
+    assert verdict.extra["escape_check"]["flush_extra_ms"] == pytest.approx(0.03)
+
+
 def test_a_wrong_timed_run_found_in_the_candidates_process_is_a_wrong_verdict():
     from profiler.verdict import from_measurement
 

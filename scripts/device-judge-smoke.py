@@ -19,7 +19,7 @@ verdicts = profiler.judge(problem, [(library / n).read_text() for n in names], "
 out = []
 for name, v in zip(names, verdicts):
     keys = ("clock_accounting", "baseline_alone_ms", "speedup_against_alone", "speedup_in_process", "charged_ms",
-            "checked_apart_pairs", "flags", "timing")
+            "checked_apart_pairs", "flags", "timing", "persisting_l2_reset")
     out.append({"file": name, "status": v.status, "proven": v.proven, "speedup": v.speedup, "ci": v.speedup_ci,
                 "message": v.message, **{k: v.extra.get(k) for k in keys}})
     print(json.dumps(out[-1])[:1500], flush=True)

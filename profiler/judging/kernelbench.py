@@ -189,6 +189,23 @@ def audit_timing(baseline: str, path: str, request: dict, outcome: SandboxOutcom
     same timing loop for CALIBRATION_PAIRS, Model against Model (profiler.run.kernelbench.run_audit).
     Model runs from the file's problem part only (profiler.source.document), never beside the
     file's ModelNew."""
+    planned = audit_request(baseline, path, request, outcome)
+    if isinstance(planned, Audit):
+        return planned
+    chosen, audit = planned
+    ran = run_sandboxed(audit, time_limit, should_cancel=should_cancel, on_phase=on_phase)
+    if ran.status != "ok" or ran.result.get("outcome") != "audit":
+        why = ran.why() if ran.status != "ok" else from_outcome(ran).message
+        return Audit(outcome.clock, problem=f"Model alone could not check the candidate's timed runs: {why}")
+    return Audit(outcome.clock, ran.clock, chosen, ran.result["fingerprints"], ran.result["tolerances"])
+
+
+def audit_request(baseline: str, path: str, request: dict, outcome: SandboxOutcome) -> tuple[list[int], dict] | Audit:
+    """(the candidate's pairs picked for the audit, the request of run_audit), or an Audit that
+    says why there is none. Nothing in it comes from the candidate's process but the judge's
+    own clock log: where no run of Model alone said whether Model takes signed inputs
+    (signed_timing None), the audit finds out itself, as a candidate's checks do; the
+    tolerance is the protocol's, as in the candidate's own comparisons."""
     log = outcome.clock
     pairs = [(entry, index) for entry in log for index in range(int(entry["pairs"]))]
     if not pairs:
@@ -198,21 +215,16 @@ def audit_timing(baseline: str, path: str, request: dict, outcome: SandboxOutcom
         return Audit(log, problem="ModelNew comes before the end of the problem (Model, get_inputs, "
                                   "get_init_inputs) in this file, so Model cannot run apart from it")
     chosen = sorted(secrets.SystemRandom().sample(range(len(pairs)), min(AUDITED_PAIRS, len(pairs))))
-    signed = request.get("signed_timing")
-    if signed is None:  # no Model alone said: what the candidate's timing used
-        signed = bool((outcome.result.get("extra") or {}).get("signed_inputs"))
-    audited = [{"seed": pair_seed(int(pairs[i][0]["seed"]), pairs[i][1]), "signed": bool(signed) and i % 2 == 1,
+    # "signed": the pair's inputs are shifted to [-1, 1) where Model takes signed inputs (every
+    # other pair, as profiler.run.kernelbench.TimedInputs has them).
+    audited = [{"seed": pair_seed(int(pairs[i][0]["seed"]), pairs[i][1]), "signed": i % 2 == 1,
                 "key": int(pairs[i][0]["key"])} for i in chosen]
-    audit_request = {"kind": "kernelbench_audit",
-                     "baseline": {"source": problem_part, "filename": os.path.basename(path) or "model.py"},
-                     "seeds": request["seeds"], "pairs": audited, "signed_timing": bool(signed),
-                     "calibrate": min(CALIBRATION_PAIRS, max(16, len(pairs))), "cuda_arch": request.get("cuda_arch"),
-                     "time_budget_s": request.get("time_budget_s")}
-    ran = run_sandboxed(audit_request, time_limit, should_cancel=should_cancel, on_phase=on_phase)
-    if ran.status != "ok" or ran.result.get("outcome") != "audit":
-        why = ran.why() if ran.status != "ok" else from_outcome(ran).message
-        return Audit(log, problem=f"Model alone could not check the candidate's timed runs: {why}")
-    return Audit(log, ran.clock, chosen, ran.result["fingerprints"], ran.result["tolerances"])
+    return chosen, {"kind": "kernelbench_audit",
+                    "baseline": {"source": problem_part, "filename": os.path.basename(path) or "model.py"},
+                    "seeds": request["seeds"], "pairs": audited, "signed_timing": request.get("signed_timing"),
+                    "tolerance": (request.get("protocol") or {}).get("tolerance"),
+                    "calibrate": min(CALIBRATION_PAIRS, max(16, len(pairs))), "cuda_arch": request.get("cuda_arch"),
+                    "time_budget_s": request.get("time_budget_s")}
 
 
 def measured_again_if_unstable(verdict: Verdict, measure: Callable[[], Verdict]) -> Verdict:

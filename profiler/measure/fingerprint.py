@@ -8,8 +8,10 @@ same key (profiler.run.kernelbench.run_audit). A fingerprint of output x (n elem
 
     F = sum_i w_i * tanh(x_i / r + c)
 
-with w_i = +-1 drawn from the key, c from the key, and r the root mean square of x itself.
-It is built so that no less work than the whole output gives it:
+with w_i = +-1 drawn from the key, c from the key, and r the root mean square of x itself;
+r goes beside F (F alone is the same for x and any positive multiple of x: an output that
+skips a final scaling, or x for x / norm(x), would agree). It is built so that no less work
+than the whole output gives it:
 
 - tanh and the division by x's own size make it nonlinear in x, so no algebraic shortcut
   (r^T A B for a matrix product) computes it from the inputs;
@@ -18,12 +20,23 @@ It is built so that no less work than the whole output gives it:
   as sqrt(n) times the element tolerance, so a few per mille of wrong elements are seen.
 
 Two outputs whose elements all agree within profiler.measure.verify's tolerance
-(|a - b| <= rtol |b| + atol rms(b)) differ in F by a sum of independent +-1 terms, each no
-larger than that element's tolerance divided by r (tanh's slope is at most 1) plus the share
-by which r itself may move. Hoeffding's bound then keeps |F_a - F_b| under SIGMAS times the
-square root of the sum of their squares (`tolerance`) with probability 1 - 2 exp(-SIGMAS^2/2)
-(1e-10 at 7). The signs are drawn after the key exists, and they are the same for every
-process on one GPU with one torch (a CUDA generator seeded with the key).
+(|a - b| <= rtol |b| + atol rms(b), or a protocol's rtol |b| + atol) differ in F by a sum of
+independent +-1 terms, each no larger than that element's tolerance divided by r (tanh's slope
+is at most 1) plus the share by which r itself may move. Hoeffding's bound then keeps
+|F_a - F_b| under SIGMAS times the square root of the sum of their squares (`tolerance`) with
+probability 1 - 2 exp(-SIGMAS^2/2) (1e-10 at 7), and their r within rms(a - b) <=
+rtol r + the absolute part of the tolerance. The signs are drawn after the key exists, and
+they are the same for every process on one GPU with one torch (a CUDA generator seeded with
+the key).
+
+The bound is on a sum: errors spread over every element stay inside it up to several times
+the element tolerance each (TF32 products for an FP32 problem, half their elements past the
+tolerance, agree), where the element comparison of profiler.measure.verify sees them.
+
+Elements that are not finite count as themselves: r counts them as 0, an infinity adds its
+sign (tanh's limit, which a finite element reaches only past about 9 r), a NaN adds NAN_TERM,
+which no other element can. An output of Model that holds NaN or infinity somewhere is then
+still checked everywhere else, and matched only by one that holds the same there.
 """
 
 from __future__ import annotations
@@ -35,12 +48,16 @@ SIGMAS = 7.0
 CHUNK = 1 << 24
 # Rounding in float32 tanh and a float64 sum: per element at most this much of F.
 ROUNDING = 1e-6
+# What a NaN element adds to F (times its sign): outside tanh's range.
+NAN_TERM = 3.0
 
 
-def _tolerances(dtype_name: str) -> tuple[float, float]:
-    from profiler.measure.verify import TOLERANCES
+def _tolerances(dtype_name: str, protocol: tuple[float, float] | None) -> tuple[float, float, bool]:
+    """(rtol, atol, whether atol is absolute): verify's, the dtype's own or the protocol's;
+    integers and bool exact."""
+    from profiler.measure.verify import tolerance
 
-    return TOLERANCES.get(dtype_name, (0.0, 0.0))  # integers and bool: exact
+    return tolerance(dtype_name, protocol)
 
 
 def _flat(tensor):
@@ -57,9 +74,16 @@ def _rms(flat) -> float:
         return 0.0
     total = torch.zeros((), dtype=torch.float64, device=flat.device)
     for start in range(0, flat.numel(), CHUNK):
-        part = flat[start:start + CHUNK].double()
+        part = _finite_part(flat[start:start + CHUNK].double())
         total += torch.dot(part, part)
     return math.sqrt(float(total) / flat.numel())
+
+
+def _finite_part(part):
+    """`part` with its infinities and NaNs as 0 (what they add to r)."""
+    import torch
+
+    return torch.nan_to_num(part, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _scale(rms: float) -> float:
@@ -67,8 +91,8 @@ def _scale(rms: float) -> float:
 
 
 def fingerprint(tensors: list, key: int) -> list[float]:
-    """One F (module docstring) per output tensor, for key `key`; NaN where an output holds
-    NaN or infinity (no fingerprint of Model's matches that)."""
+    """F and r (module docstring) of each output tensor in turn ([F_0, r_0, F_1, r_1, ...]),
+    for key `key`; NaN only where r itself is not finite (float64 squares past its range)."""
     import torch
 
     out = []
@@ -76,7 +100,7 @@ def fingerprint(tensors: list, key: int) -> list[float]:
         flat = _flat(tensor)
         rms = _rms(flat)
         if not math.isfinite(rms):
-            out.append(float("nan"))
+            out += [float("nan"), rms]
             continue
         scale = _scale(rms)
         generator = torch.Generator(device=flat.device)
@@ -87,32 +111,38 @@ def fingerprint(tensors: list, key: int) -> list[float]:
             part = flat[start:start + CHUNK]
             signs = torch.empty(part.numel(), dtype=torch.float32, device=flat.device)
             signs.bernoulli_(0.5, generator=generator).mul_(2).sub_(1)
-            values = torch.tanh(part.float() / scale + shift)
+            values = torch.tanh(part.float() / scale + shift).nan_to_num_(nan=NAN_TERM)
             total += torch.dot(signs.double(), values.double())
-        out.append(float(total))
+        out += [float(total), rms]
     return out
 
 
-def tolerance(tensors: list) -> list[float]:
-    """SIGMAS times the bound on how far the F of an output that agrees with `tensors`
-    element by element (profiler.measure.verify's tolerance) may lie from theirs, per tensor;
-    computed where the expected outputs are (Model's, in a process of their own)."""
+def tolerance(tensors: list, protocol: tuple[float, float] | None = None) -> list[float]:
+    """How far the F and the r of an output that agrees with `tensors` element by element
+    (profiler.measure.verify's tolerance: the dtype's, or the protocol's (rtol, atol) where one
+    is given, as the candidate's own comparisons use) may lie from theirs, in fingerprint()'s
+    order: SIGMAS times the bound for F, rtol r + the absolute part for r. Computed where the
+    expected outputs are (Model's, in a process of their own). An element that is not finite
+    must be matched exactly."""
     import torch
 
     out = []
     for tensor in tensors:
         flat = _flat(tensor)
-        rtol, atol = _tolerances(str(tensor.dtype).removeprefix("torch."))
+        rtol, atol, absolute = _tolerances(str(tensor.dtype).removeprefix("torch."), protocol)
         rms = _rms(flat)
         scale = _scale(rms)
-        # r of an agreeing output lies within (rtol + atol) * r of this one's.
-        moves = rtol + atol
+        floor = atol if absolute else atol * rms  # the absolute part of an element's tolerance
+        # r of an agreeing output lies within rtol * r + floor of this one's.
+        moves = rtol + floor / scale
         total = 0.0
         for start in range(0, flat.numel(), CHUNK):
-            part = flat[start:start + CHUNK].double().abs()
-            per_element = (rtol * part + atol * rms) / scale + moves * part / scale
+            raw = flat[start:start + CHUNK].double()
+            part = _finite_part(raw).abs()
+            per_element = ((rtol * part + floor) / scale + moves * part / scale) * torch.isfinite(raw)
             total += float(torch.dot(per_element, per_element))
-        out.append(SIGMAS * math.sqrt(total) + ROUNDING * flat.numel() ** 0.5 + ROUNDING * 10)
+        out += [SIGMAS * math.sqrt(total) + ROUNDING * flat.numel() ** 0.5 + ROUNDING * 10,
+                (rtol * rms + floor) * 1.001 + ROUNDING * 1e-6 * rms + 1e-30]
     return out
 
 
@@ -121,15 +151,16 @@ def disagreement(candidate: list, expected: list, allowed: list) -> str | None:
     Pure Python: the judge's process compares, with numbers from two processes."""
     if not isinstance(candidate, list) or len(candidate) != len(expected):
         count = len(candidate) if isinstance(candidate, list) else 0
-        return f"{count} output fingerprints, expected {len(expected)}"
+        return f"{count} fingerprint numbers, expected {len(expected)} (F and r of each output)"
     for index, (got, want, limit) in enumerate(zip(candidate, expected, allowed)):
+        what = "fingerprint" if index % 2 == 0 else "root mean square"
         try:
             got = float(got)
         except (TypeError, ValueError):
-            return f"output {index}: a fingerprint that is not a number"
+            return f"output {index // 2}: a {what} that is not a number"
         if not math.isfinite(want):
-            continue  # Model's own output is not finite here: its fingerprint proves nothing
+            continue  # Model's own r is past float64: nothing of this output proves anything
         if not math.isfinite(got) or abs(got - want) > limit:
-            return (f"output {index}: its fingerprint is {got:.6g} where Model's is {want:.6g} "
+            return (f"output {index // 2}: its {what} is {got:.6g} where Model's is {want:.6g} "
                     f"(at most {limit:.3g} apart for outputs within the tolerance)")
     return None

@@ -50,47 +50,65 @@ def capture_torch() -> None:
     if not torch.cuda.is_available():  # nothing is timed (a CPU build's event type has no methods)
         return
     base = torch._C._CudaEventBase
+    torch.cuda.init()
+    reset_l2, l2_state = persisting_l2_reset(runtime_library())
     _CAPTURED.update(event_type=base, record=base.record, elapsed=base.elapsed_time,
                      synchronize=torch._C._cuda_synchronize, current_stream=torch.cuda.current_stream,
-                     clock_ns=time.perf_counter_ns, reset_l2=_persisting_l2_reset())
+                     clock_ns=time.perf_counter_ns, reset_l2=reset_l2, l2_state=l2_state)
+
+
+def l2_reset_state() -> str | None:
+    """What capture_torch() found of the persisting-L2 reset: the CUDA runtime it calls, and
+    whether this device took the calls (None: nothing captured, no GPU)."""
+    return _CAPTURED.get("l2_state")
 
 
 # cudaLimitPersistingL2CacheSize of the CUDA runtime's enum cudaLimit.
 _PERSISTING_L2_LIMIT = 0x06
 
 
-def _persisting_l2_reset():
-    """A function that gives the L2 set-aside for persisting accesses back (its limit 0) and
-    makes every persisting line normal again, through the CUDA runtime this process loaded
-    (torch's); a no-op where none is found. A persisting line (a stream's or a launch's
-    access-policy window, hitRatio 1) survives the L2 flush: a candidate could keep its inputs,
-    or an answer, in L2 across runs."""
-    import ctypes
-
-    import torch
-
-    torch.cuda.init()
-    path = None
+def runtime_library() -> str | None:
+    """The path of the CUDA runtime (libcudart) loaded in this process (torch's), or None."""
     try:
         with open("/proc/self/maps") as maps:
-            path = next((line.split()[-1] for line in maps if "libcudart.so" in line), None)
+            return next((line.split()[-1] for line in maps if "libcudart.so" in line), None)
     except OSError:
-        pass
+        return None
+
+
+def persisting_l2_reset(path: str | None):
+    """(a function that gives the L2 set-aside for persisting accesses back (its limit 0) and
+    makes every persisting line normal again, through the CUDA runtime at `path`; what it found,
+    for the measurement). A no-op where there is no runtime to call. A persisting line (a
+    stream's or a launch's access-policy window, hitRatio 1) survives the L2 flush: a candidate
+    could keep its inputs, or an answer, in L2 across runs.
+
+    A device without the set-aside (compute capability below 8.0, MIG, a client of MPS) refuses
+    the calls, and a refused runtime call is also the thread's last error, which torch's next
+    kernel launch check (cudaGetLastError) would raise as that launch's: the function takes
+    it back at once."""
+    import ctypes
+
     if path is None:
-        return lambda: None
+        return (lambda: None), "off: no CUDA runtime in this process's memory maps"
     try:
         runtime = ctypes.CDLL(path)
-        set_limit, reset = runtime.cudaDeviceSetLimit, runtime.cudaCtxResetPersistingL2Cache
-    except (OSError, AttributeError):
-        return lambda: None
+        set_limit, reset, last_error = (runtime.cudaDeviceSetLimit, runtime.cudaCtxResetPersistingL2Cache,
+                                        runtime.cudaGetLastError)
+    except (OSError, AttributeError) as exc:
+        return (lambda: None), f"off: {path}: {exc}"
     set_limit.argtypes, set_limit.restype = [ctypes.c_int, ctypes.c_size_t], ctypes.c_int
     reset.argtypes, reset.restype = [], ctypes.c_int
+    last_error.argtypes, last_error.restype = [], ctypes.c_int
 
-    def reset_l2() -> None:
-        set_limit(_PERSISTING_L2_LIMIT, 0)
-        reset()
+    def reset_l2() -> int:
+        refused = set_limit(_PERSISTING_L2_LIMIT, 0), reset()
+        if any(refused):
+            last_error()
+        return max(refused)
 
-    return reset_l2
+    refused = reset_l2()
+    return reset_l2, path + (f" (the device refuses it: cudaError {refused})" if refused else "")
 
 
 class _Event:

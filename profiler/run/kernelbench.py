@@ -303,6 +303,13 @@ def _strict_fp32() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
+def _finite(outputs: list) -> bool:
+    """Whether every floating-point output is finite throughout."""
+    import torch
+
+    return all(bool(torch.isfinite(t).all()) for t in outputs if t.is_floating_point())
+
+
 def _mismatch(expected: list, got: list[tuple[Any, str]], tolerance: tuple[float, float] | None = None,
               what: str = "output") -> str | None:
     """How the candidate's outputs (`got`, already _comparable) differ from `expected`."""
@@ -406,7 +413,7 @@ class Problem:
         expected = _tensors(self.model(*base_inputs))
         torch.cuda.synchronize()
         if signed and self.signed_ok is None:
-            self.signed_ok = all(bool(torch.isfinite(t).all()) for t in expected if t.is_floating_point())
+            self.signed_ok = _finite(expected)
             if not self.signed_ok:
                 return None
         self.fingerprints.append([fingerprint(_comparable(t)[0]) for t in expected])
@@ -421,6 +428,16 @@ class Problem:
             if problem is not None:
                 return problem
         return None
+
+    def takes_signed(self, seed: int) -> bool:
+        """Whether Model's outputs stay finite on input set `seed` shifted to [-1, 1): check()'s
+        rule for signed_ok, on its first signed set, for a process that runs no checks."""
+        import torch
+
+        _strict_fp32()
+        expected = _tensors(self.model(*self.inputs(seed, True)))
+        torch.cuda.synchronize()
+        return _finite(expected)
 
     def sample(self, seed: int, signed: bool | None, outputs: list) -> None:
         """Samples of `outputs` (tensors, or pairs _comparable made of them) of the input set
@@ -526,7 +543,7 @@ def run_kernelbench(request: dict) -> dict:
 def _run_kernelbench(request: dict) -> dict:
     import torch
 
-    from profiler.run.device import capture_torch, torch_ops, torch_peak_bandwidth_gbs
+    from profiler.run.device import capture_torch, l2_reset_state, torch_ops, torch_peak_bandwidth_gbs
 
     torch.set_grad_enabled(False)
     _strict_fp32()
@@ -564,7 +581,8 @@ def _run_kernelbench(request: dict) -> dict:
     problem = Problem(base_module, cand_module, seeds[0], request.get("sample_seed"), tolerance)
     what = "second" if profiling else "candidate"
     common = dict(kind="kernelbench", profiling=profiling, gpu=gpu_name, kernel="ModelNew" if not profiling else "Model")
-    extra: dict = {"seeds": seeds, "protocol": protocol.get("name", "dice-lsp")}
+    extra: dict = {"seeds": seeds, "protocol": protocol.get("name", "dice-lsp"),
+                   "persisting_l2_reset": l2_reset_state()}
     if problem.weights_note:
         extra["weights"] = problem.weights_note
     checked = 0
@@ -630,13 +648,16 @@ def audited(timed: TimedInputs) -> Audited:
 def run_audit(request: dict) -> dict:
     """Model alone, in a process that runs no candidate code, on pairs of a candidate's timing
     the judge picked after that timing ended: Model's fingerprint of each pair's inputs with
-    the pair's key, and how far an agreeing output's may lie (profiler.measure.fingerprint);
-    then the same timing loop as the candidate's, Model against Model, for "calibrate" pairs
-    (the judge's clock over its batches says what that loop costs outside its timed runs
-    when no candidate code runs).
+    the pair's key, and how far an agreeing output's may lie (profiler.measure.fingerprint, with
+    the protocol's tolerance); then the same timing loop as the candidate's, Model against
+    Model, for "calibrate" pairs (the judge's clock over its batches says what that loop costs
+    outside its timed runs when no candidate code runs).
 
     The request: {"kind": "kernelbench_audit", "baseline": {"source", "filename"}, "seeds",
-    "pairs": [{"seed", "signed", "key"}], "calibrate": N, "time_budget_s", "cuda_arch"}."""
+    "pairs": [{"seed", "signed", "key"}], "signed_timing", "tolerance", "calibrate": N,
+    "time_budget_s", "cuda_arch"}. A pair marked "signed" has its inputs shifted where Model
+    takes signed inputs: "signed_timing" says whether it does, or (None) this process finds
+    out as a candidate's checks do, on the first signed input set (seeds[1])."""
     import torch
 
     from profiler.run.device import capture_torch, torch_ops
@@ -651,19 +672,23 @@ def run_audit(request: dict) -> dict:
     module = load_document(request["baseline"]["source"], request["baseline"]["filename"], "dice_baseline")
     problem = Problem(module, None, request["seeds"][0])
     Phase.set("audit")
+    tolerance = tuple(request["tolerance"]) if request.get("tolerance") else None
+    signed_ok = request.get("signed_timing")
+    if signed_ok is None:
+        signed_ok = len(request["seeds"]) > 2 and problem.takes_signed(request["seeds"][1])
     fingerprints, tolerances = [], []
     for pair in request["pairs"]:
         _strict_fp32()
-        expected = _tensors(problem.model(*problem.inputs(int(pair["seed"]), bool(pair["signed"]))))
+        expected = _tensors(problem.model(*problem.inputs(int(pair["seed"]), bool(signed_ok and pair["signed"]))))
         torch.cuda.synchronize()
         fingerprints.append(prints.fingerprint(expected, int(pair["key"])))
-        tolerances.append(prints.tolerance(expected))
+        tolerances.append(prints.tolerance(expected, tolerance))
         del expected
     Phase.set("timing")
-    timed = TimedInputs(problem, request["seeds"][0], bool(request.get("signed_timing")))
+    timed = TimedInputs(problem, request["seeds"][0], bool(signed_ok))
     base_inputs, other_inputs = timed.sides
-    time_pair(lambda: problem.model(*base_inputs), lambda: problem.model(*other_inputs), torch_ops(),
-              keep=_keep, check=_check_timed(None), runs=max(2, int(request.get("calibrate", 0))), audit=audited(timed))
+    time_pair(lambda: problem.model(*base_inputs), lambda: problem.model(*other_inputs), torch_ops(), keep=_keep,
+              check=_check_timed(tolerance), runs=max(2, int(request.get("calibrate", 0))), audit=audited(timed))
     return {"outcome": "audit", "fingerprints": fingerprints, "tolerances": tolerances}
 
 

@@ -270,7 +270,7 @@ def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
     if charge:
         extra["charged_ms"] = charge
         cand = [ms + charge for ms in cand]
-    escape = {"baseline": runs.sides[0], "candidate": runs.sides[1],
+    escape = {"baseline": runs.sides[0], "candidate": runs.sides[1], "flush_reference": reference.sides[1],
               "other_threads_cpu_s": (m.get("escape") or {}).get("other_threads_cpu_s", 0.0),
               "checked_pairs": len(runs.pairs)}
     return base, cand, escape, alone

@@ -97,13 +97,23 @@ RELU_READERS = (RELU, [
     Case("relu_honest_then_cheats.py", "warm-up detection: honest for the first calls, then not", "never_proven"),
     Case("relu_l2_persisting.py", "L2: an access-policy window that persists across the flush", "not_faster"),
 ])
+# Cheats that rewire the timing loop in their own process (found through its frames): the
+# judge's windows bound the sum of a pair's two runs, and the fingerprint audit a sum over
+# every element, so work moved into the baseline's run, or errors spread just past the
+# tolerance once the loop's own comparison is off, fit both.
+MATMUL_LOOP_GROUP = (MATMUL, [
+    Case("matmul_in_baseline_slot.py", "the loop: its work moved into the baseline's timed run", "never_proven"),
+    Case("matmul_tf32_unchecked.py", "the loop: its comparison switched off, TF32 for an FP32 problem",
+         "never_proven"),
+])
 # A problem of our own whose output is all zeros for every input its get_inputs makes.
 DEGENERATE_PROBLEM = "degenerate_problem.py"
 DEGENERATE_GROUP = (DEGENERATE_PROBLEM, [
     Case("degenerate_zeros.py", "degenerate problem: a constant answer", "never_proven"),
     Case("degenerate_skip_element.py", "degenerate problem: zeroed output, an element skipped", "never_proven"),
 ])
-GROUPS = [RELU_CACHES, RELU_PATCHES, RELU_READERS, SOFTMAX_GROUP, MATMUL_GROUP, RMSNORM_GROUP, DEGENERATE_GROUP]
+GROUPS = [RELU_CACHES, RELU_PATCHES, RELU_READERS, SOFTMAX_GROUP, MATMUL_GROUP, MATMUL_LOOP_GROUP, RMSNORM_GROUP,
+          DEGENERATE_GROUP]
 
 # relu_network.py's line naming where it looks for a helper; the test points it at its own listeners.
 NETWORK_PEERS = 'PEERS = "tcp:127.0.0.1:47291 abstract:relu-peer unix:/tmp/relu-peer.sock"'
@@ -263,6 +273,13 @@ def test_softmax_on_a_side_stream_is_not_the_honest_kernel(kernelbench_dir):
 @pytest.mark.usefixtures("ninja_present")
 def test_matmul_graph_replay_and_lower_precision_prove_nothing(kernelbench_dir):
     assert_expected(MATMUL_GROUP, judge_group(MATMUL_GROUP, kernelbench_dir))
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1200)
+@pytest.mark.usefixtures("ninja_present")
+def test_matmul_cheats_that_rewire_the_timing_loop_prove_nothing(kernelbench_dir):
+    assert_expected(MATMUL_LOOP_GROUP, judge_group(MATMUL_LOOP_GROUP, kernelbench_dir))
 
 
 @pytest.mark.gpu

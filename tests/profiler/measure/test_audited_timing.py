@@ -100,6 +100,38 @@ def test_pairs_come_in_the_judges_batches_with_its_seeds_and_every_one_is_report
     assert len(runs.sides[1]["event_ms"]) == 70 and len(runs.pairs) == 70
 
 
+def test_the_warm_up_runs_a_whole_pair_before_the_first_batch_is_asked_for():
+    """Runs, keep, check and fingerprint once before any window opens: their first use (lazy
+    module loading, cuBLAS's handle) is in neither process's first batch."""
+    calls = []
+
+    class Clock:
+        def __init__(self, harness):
+            self.harness = harness
+
+        def batch(self, want):
+            calls.append("grant")
+            return self.harness.batch(want)
+
+        def close(self, report):
+            self.harness.close(report)
+
+        def end(self):
+            self.harness.end()
+
+    def side(name):
+        return lambda: (calls.append(name), 1)[1]
+
+    with _Pipes() as pipes:
+        audit = Audited(Clock(pipes.harness), lambda pair, seed: None,
+                        lambda out, key: (calls.append("print"), [1.0])[1], pair_seed)
+        time_pair(side("b"), side("c"), _ops(), runs=3, keep=lambda i, out: (calls.append(f"keep{i}"), out)[1],
+                  check=lambda kept: (calls.append("check"), None)[1], audit=audit)
+    warm_up = ["b", "c"] * 3 + ["c", "keep1", "b", "keep0", "check", "print"]
+    assert calls[:len(warm_up) + 1] == warm_up + ["grant"]
+    assert calls[len(warm_up) + 1:] == ["c", "keep1", "b", "keep0", "check", "print"] * 3
+
+
 def test_a_candidate_right_only_where_it_is_checked_has_no_checked_set_to_read():
     """The issue's frame reader: it looks up the stack for the pairs the loop will check and
     does the work only on those; every pair is checked, so there is no such set, and the
@@ -231,6 +263,27 @@ def test_the_speedup_is_no_larger_than_the_baseline_alone_supports():
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
     assert verdict.status == "faster" and verdict.speedup == pytest.approx(2.0)
     assert verdict.extra["speedup_in_process"] == pytest.approx(2.08)
+
+
+def test_the_candidates_flushes_are_compared_with_the_same_slot_of_models_own_loop():
+    """The candidate runs first in every pair, right after the pair's inputs were written: its
+    flush evicts those written lines, the baseline's (after a run that read) does not. Model's
+    own loop has the same slot; only a flush slower than that one's is the candidate's work."""
+    from profiler.verdict import from_measurement
+
+    def first_flushes(entries, ms):
+        for e in entries:
+            e["report"]["sides"][1]["flush_ms"] = [ms] * e["pairs"]
+
+    log, reference = _logs(cand_ms=0.5)
+    first_flushes(log, 0.14)  # 0.04 ms over the baseline beside it (0.1)
+    first_flushes(reference, 0.14)
+    verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
+    assert verdict.status == "faster" and not verdict.extra.get("flags")
+    first_flushes(log, 0.17)
+    verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
+    assert "escaped_timer" in verdict.extra["flags"] and verdict.status == "suspicious"
+    assert verdict.extra["escape_check"]["flush_extra_ms"] == pytest.approx(0.03)
 
 
 def test_a_wrong_timed_run_found_in_the_candidates_process_is_a_wrong_verdict():

@@ -5,10 +5,10 @@ judge's own log and request decide it, never the candidate's measurement."""
 from __future__ import annotations
 
 from profiler.judging.kernelbench import AUDITED_PAIRS, audit_request, kernelbench_request
-from profiler.protocol import DICE
+from profiler.judging.protocol import DICE
 from profiler.sandbox import SandboxOutcome
 from profiler.sandbox.clock import pair_seed
-from profiler.verdict import Audit
+from profiler.verdict.decision import Audit
 
 def _outcome(batches: list[int], extra: dict) -> SandboxOutcome:
     log = [{"batch": j, "seed": 1000 + j, "key": 2000 + j, "pairs": n, "go": 1.0, "done": 2.0, "report": {}}

@@ -269,7 +269,7 @@ def test_the_candidates_flushes_are_compared_with_the_same_slot_of_models_own_lo
     """The candidate runs first in every pair, right after the pair's inputs were written: its
     flush evicts those written lines, the baseline's (after a run that read) does not. Model's
     own loop has the same slot; only a flush slower than that one's is the candidate's work."""
-    from profiler.verdict import from_measurement
+    from profiler.verdict.decision import from_measurement
 
     def first_flushes(entries, ms):
         for e in entries:

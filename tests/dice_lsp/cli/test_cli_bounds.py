@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.model.system_memory import resident_bytes
+
 REPO = Path(__file__).resolve().parents[3]
 SAXPY = str(REPO / "examples" / "saxpy.cu")
 
@@ -127,14 +129,6 @@ def memory_cgroup():
     group.remove()
 
 
-def _resident(pid: int) -> int:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    return next((int(line.split()[1]) << 10 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker through /proc (Linux)")
 def test_a_worker_the_oom_killer_ends_is_named_killed_for_memory(child_env, memory_cgroup):
     """The CLI and its worker in a memory cgroup whose limit drops, once the worker is decoding 64
@@ -147,7 +141,7 @@ def test_a_worker_the_oom_killer_ends_is_named_killed_for_memory(child_env, memo
     try:
         worker = _worker_of(process.pid, time.monotonic() + 60)
         deadline = time.monotonic() + 120
-        while _resident(worker) < 400 << 20:  # the model loaded (about 220 MiB), the batch's decoding under way
+        while (resident_bytes(worker) or 0) < 400 << 20:  # the model loaded (about 220 MiB), the batch's decoding under way
             assert process.poll() is None and time.monotonic() < deadline, "the fill ended before it was squeezed"
             time.sleep(0.05)
         memory_cgroup.limit(memory_cgroup.usage() + (16 << 20))

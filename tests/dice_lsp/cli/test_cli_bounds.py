@@ -96,7 +96,8 @@ class MemoryCgroup:
         if v1.is_dir():
             self.folder, self.limit_file, self.usage_file = v1 / name, "memory.limit_in_bytes", "memory.usage_in_bytes"
         else:
-            self.folder, self.limit_file, self.usage_file = Path("/sys/fs/cgroup") / name, "memory.max", "memory.current"
+            self.folder = Path("/sys/fs/cgroup") / name
+            self.limit_file, self.usage_file = "memory.max", "memory.current"
         self.folder.mkdir()
 
     def limit(self, size: int) -> None:
@@ -141,7 +142,8 @@ def test_a_worker_the_oom_killer_ends_is_named_killed_for_memory(child_env, memo
     try:
         worker = _worker_of(process.pid, time.monotonic() + 60)
         deadline = time.monotonic() + 120
-        while (resident_bytes(worker) or 0) < 400 << 20:  # the model loaded (about 220 MiB), the batch's decoding under way
+        # The model loaded (about 220 MiB) and the batch's decoding under way.
+        while (resident_bytes(worker) or 0) < 400 << 20:
             assert process.poll() is None and time.monotonic() < deadline, "the fill ended before it was squeezed"
             time.sleep(0.05)
         memory_cgroup.limit(memory_cgroup.usage() + (16 << 20))

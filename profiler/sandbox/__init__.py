@@ -27,7 +27,8 @@ request run and watched to its end; POOL), readers (the judge's threads on the p
 processes (stopping the keeper, the second net), outcome (what a run hands back). Both sides:
 channel (the pipes' messages), clock (the judge's clock over timed batches). Around them:
 environment, isolation and keeper (what the harness may see and do), gpu_turn (one run at a
-time on each GPU), pool and spare (harnesses started ahead of their requests), builds
+time on each GPU), pool and spare (harnesses started ahead of their requests), quiet (their
+warm-ups kept out of timed batches), builds
 (verified load_inline build folders).
 """
 

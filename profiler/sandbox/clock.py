@@ -32,6 +32,8 @@ import secrets
 import threading
 import time
 
+from profiler.sandbox import quiet
+
 MAX_LINE_BYTES = 8 << 20
 MAX_BATCH_PAIRS = 64
 MAX_PAIRS = 5000
@@ -54,16 +56,38 @@ class JudgeClock(threading.Thread):
         self.log: list[dict] = []
         self.problem = ""  # why the log ended early (a malformed line), if it did
         self.ended = False  # the harness said "end"
+        self.held_s = 0.0  # grants held back for warm-ups beside it (profiler.sandbox.quiet)
+        self._holding_since: float | None = None
+        self._opened = False  # its first grant went out: its batches are open (quiet.timed_opened)
         self._lock = threading.Lock()
 
     def entries(self) -> list[dict]:
         with self._lock:
             return [dict(entry) for entry in self.log if "done" in entry]
 
+    def held(self) -> float:
+        """Seconds its grants have been held back so far, a hold under way included."""
+        with self._lock:
+            since = self._holding_since
+            return self.held_s + (time.monotonic() - since if since is not None else 0.0)
+
+    def _hold(self) -> None:
+        """No batch is granted while a sandbox started beside it warms up (profiler.sandbox.quiet)."""
+        with self._lock:
+            self._holding_since = time.monotonic()
+        waited = quiet.hold_for_warm_ups()
+        with self._lock:
+            self._holding_since = None
+            self.held_s += waited
+        if not self._opened:
+            self._opened = True
+            quiet.timed_opened()
+
     def _grant(self, want) -> bytes:
         granted = sum(entry["pairs"] for entry in self.log)
         if not isinstance(want, int) or want < 1 or granted >= MAX_PAIRS or len(self.log) >= MAX_BATCHES:
             return b'{"stop": true}\n'
+        self._hold()
         entry = {"batch": len(self.log), "seed": secrets.randbits(62), "key": secrets.randbits(62),
                  "pairs": min(want, MAX_BATCH_PAIRS, MAX_PAIRS - granted)}
         message = json.dumps({k: entry[k] for k in ("batch", "seed", "key", "pairs")}).encode() + b"\n"
@@ -100,6 +124,8 @@ class JudgeClock(threading.Thread):
         except OSError:
             pass
         finally:
+            if self._opened:
+                quiet.timed_closed()
             try:
                 os.close(self.grants)
             except OSError:

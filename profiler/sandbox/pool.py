@@ -83,7 +83,7 @@ class SandboxPool:
 
     def __init__(self, start: Callable, warm_for: Callable[[str], str | None] = warm_kind,
                  keep: Callable[[], int] = kept, warm_limit_s: float = WARM_LIMIT_S, idle_s: float = IDLE_S):
-        """`start(time_limit, warm=setup)` starts a spare (profiler.sandbox.start_harness);
+        """`start(time_limit, warm=setup, stop=...)` starts a spare (profiler.sandbox.start_harness);
         `warm_for(request kind)` is the set-up a request of that kind needs, or None (not pooled)."""
         self.start, self.warm_for, self.keep = start, warm_for, keep
         self.warm_limit_s, self.idle_s = warm_limit_s, idle_s
@@ -231,7 +231,7 @@ class SandboxPool:
             self.replaced += len(gone)
         self._discard(gone)
         for _ in range(max(0, missing)):
-            spare = self.start(target[1], warm=target[0])
+            spare = self.start(target[1], warm=target[0], stop=lambda: self._closed or self.target != target)
             with self._lock:
                 if self._closed or self.target != target:
                     stale = True

@@ -14,9 +14,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from profiler.machine.paths import remove_tree
 from profiler.sandbox import keeper as _keeper
+from profiler.sandbox import quiet
 from profiler.sandbox.clock import JudgeClock
 from profiler.sandbox.environment import sandbox_environment
 from profiler.sandbox.gpu_turn import device_key
@@ -95,10 +97,14 @@ def sweep_folders_left() -> None:
 
 
 def start_harness(time_limit: float, env: dict[str, str] | None = None, extensions: Path | None = None,
-                  warm: str | None = None) -> Started:
+                  warm: str | None = None, stop: Callable[[], bool] | None = None) -> Started:
     """A harness process in a fresh folder with the sandbox's environment and limits, which
     runs one request, handed to it by run_started(). `warm` ("cuda") has it import and set
-    up what that kind of request needs first, then report READY and wait."""
+    up what that kind of request needs first, then report READY and wait; such a start waits
+    until no run's timed batches are open in this process, and holds their grants back until
+    its set-up ends (profiler.sandbox.quiet); stop() true ends that wait."""
+    if warm is not None:
+        quiet.hold_for_timed_runs(stop)
     isolated = isolation()
     sweep_folders_left()
     folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
@@ -147,5 +153,8 @@ def start_harness(time_limit: float, env: dict[str, str] | None = None, extensio
     phase_reader.start()
     result_reader.start()
     judge_clock.start()
-    return Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated,
-                   device_key(env), judge_clock)
+    started = Started(keeper, folder, marker, phase_reader, result_reader, time_limit, spawned, isolated,
+                      device_key(env), judge_clock)
+    if warm is not None:
+        quiet.warm_up(started)
+    return started

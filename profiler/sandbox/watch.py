@@ -1,6 +1,7 @@
 """One request run in a harness process and watched to its end by this process's clock: the
 time limit, the build allowance (BUILD_LIMIT_S) for build phases and for compilers seen under
-the sandbox, the wait for the GPU's turn left out of both; then the result accepted or not
+the sandbox, the wait for the GPU's turn and grants held for warm-ups (profiler.sandbox.quiet)
+left out of both; then the result accepted or not
 (run_started). run_sandboxed() takes a pre-started process from POOL when it can."""
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
             if building:
                 build_s += now - last
             last = now
-            if build_s > BUILD_LIMIT_S or now - origin - build_s - turn_s > time_limit:
+            held = started.clock.held() if started.clock is not None else 0.0  # grants held for warm-ups
+            if build_s > BUILD_LIMIT_S or now - origin - build_s - turn_s - held > time_limit:
                 timed_out = True
                 break
             exited(keeper.pid, POLL_S)  # returns as the process ends, not at the next tick (a tick is 2-5% of a warm .cu verdict)
@@ -116,6 +118,8 @@ def run_started(started: Started, request: dict, time_limit: float, should_cance
     waited = {"started_s_before": claimed - started.spawned - waited_for_gpu, "run_s": seconds}
     if phase_reader.turn_waits:
         waited["turn_wait_s"] = phase_reader.turn_waits
+    if started.clock is not None and started.clock.held() >= 0.01:
+        waited["warm_up_hold_s"] = round(started.clock.held(), 3)  # its grants, held (profiler.sandbox.quiet)
     if gpu is not None and gpu.waited_s >= 0.01:
         waited["gpu_wait_s"] = round(gpu.waited_s, 3)
     isolation_ = "namespaces" if started.isolated else "none"

@@ -133,8 +133,8 @@ def test_a_killed_spare_is_replaced(tmp_path):
 def test_a_spare_that_never_gets_ready_is_replaced():
     stuck = []
 
-    def start(time_limit, warm=None):
-        started = start_harness(time_limit, warm=warm)
+    def start(time_limit, warm=None, stop=None):
+        started = start_harness(time_limit, warm=warm, stop=stop)
         if not stuck:  # the first one hangs before it could say it is ready, long past the limit
             os.killpg(started.keeper.pid, signal.SIGSTOP)
             started.spawned -= 3600.0
@@ -200,8 +200,8 @@ def test_a_spare_that_never_ends_its_warm_up_is_not_handed_a_request():
     to end, and gets no spare if it does not."""
     stopped = []
 
-    def start(time_limit, warm=None):
-        started = start_harness(time_limit, warm=warm)
+    def start(time_limit, warm=None, stop=None):
+        started = start_harness(time_limit, warm=warm, stop=stop)
         os.killpg(started.keeper.pid, signal.SIGSTOP)  # never gets to say it is ready
         stopped.append(started)
         return started

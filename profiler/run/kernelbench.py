@@ -682,7 +682,7 @@ def run_audit(request: dict) -> dict:
         expected = _tensors(problem.model(*problem.inputs(int(pair["seed"]), bool(signed_ok and pair["signed"]))))
         torch.cuda.synchronize()
         fingerprints.append(prints.fingerprint(expected, int(pair["key"])))
-        tolerances.append(prints.tolerance(expected, tolerance))
+        tolerances.append(prints.tolerance(expected, tolerance, key=int(pair["key"])))
         del expected
     Phase.set("timing")
     timed = TimedInputs(problem, request["seeds"][0], bool(signed_ok))

@@ -83,7 +83,8 @@ class Audit:
     timing (profiler.sandbox.clock, profiler.run.kernelbench.run_audit): the candidate run's
     clock log, the audit run's (Model against Model, the same loop), the pairs the judge
     picked after the timing ended (indices into the candidate's pairs, in order) with Model's
-    fingerprints and their tolerances on each; `problem` says why there is none to rely on."""
+    fingerprints and their tolerances on each (profiler.measure.fingerprint's fingerprint() and
+    tolerance() lists, with the pair's key); `problem` says why there is none to rely on."""
 
     log: list[dict]
     reference_log: list[dict] = field(default_factory=list)

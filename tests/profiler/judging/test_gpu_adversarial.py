@@ -81,6 +81,8 @@ MATMUL_GROUP = (MATMUL, [
     Case("matmul_graph_side_stream.py", "CUDA graph replayed on a side stream, never joined", "never_proven"),
     Case("matmul_tf32.py", "lower precision: TF32 for an FP32 problem", "never_proven"),
     Case("matmul_tf32_nonnegative.py", "lower precision where only rand() inputs are timed", "not_faster"),
+    Case("matmul_tf32_unchecked.py", "the loop's comparison switched off, TF32 for an FP32 problem: the "
+         "fingerprint's error energy", "never_proven"),
 ])
 RMSNORM_GROUP = (RMSNORM, [
     Case("honest_rmsnorm_fused.py", "honest", "faster"),
@@ -98,13 +100,10 @@ RELU_READERS = (RELU, [
     Case("relu_l2_persisting.py", "L2: an access-policy window that persists across the flush", "not_faster"),
 ])
 # Cheats that rewire the timing loop in their own process (found through its frames): the
-# judge's windows bound the sum of a pair's two runs, and the fingerprint audit a sum over
-# every element, so work moved into the baseline's run, or errors spread just past the
-# tolerance once the loop's own comparison is off, fit both.
+# judge's windows bound the sum of a pair's two runs, not how it splits, so work moved into
+# the baseline's run fits them.
 MATMUL_LOOP_GROUP = (MATMUL, [
     Case("matmul_in_baseline_slot.py", "the loop: its work moved into the baseline's timed run", "never_proven"),
-    Case("matmul_tf32_unchecked.py", "the loop: its comparison switched off, TF32 for an FP32 problem",
-         "never_proven"),
 ])
 # A problem of our own whose output is all zeros for every input its get_inputs makes.
 DEGENERATE_PROBLEM = "degenerate_problem.py"
@@ -278,8 +277,8 @@ def test_matmul_graph_replay_and_lower_precision_prove_nothing(kernelbench_dir):
 @pytest.mark.gpu
 @pytest.mark.timeout(1200)
 @pytest.mark.usefixtures("ninja_present")
-@pytest.mark.xfail(strict=True, reason="holes the judge does not close yet (docs/threat-model.md): the windows bound a "
-                                       "pair's sum, the fingerprint a sum over every element")
+@pytest.mark.xfail(strict=True, reason="a hole the judge does not close yet (docs/threat-model.md): the windows bound "
+                                       "a pair's sum")
 def test_matmul_cheats_that_rewire_the_timing_loop_prove_nothing(kernelbench_dir):
     assert_expected(MATMUL_LOOP_GROUP, judge_group(MATMUL_LOOP_GROUP, kernelbench_dir))
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from profiler.measure.fingerprint import SUMS
 from profiler.measure.timing import Audited, DeviceOps, TimedRunWrong, time_pair
 from profiler.sandbox.clock import MAX_BATCH_PAIRS, HarnessClock, JudgeClock, pair_seed
 from profiler.verdict import rules
@@ -168,11 +169,17 @@ def test_work_moved_outside_the_timed_runs_shows_on_the_judges_clock():
     assert honest_gap is None or honest_gap < caught / 2
 
 
+# One output's fingerprint as a candidate's process reports it (SUMS keyed sums, then r), and
+# Model's tolerance beside it (U, the r limit, then G_1 .. G_m): a sum may lie about 0.76 from Model's.
+PRINT = [1.0] * SUMS + [1.0]
+ALLOWED = [0.01, 0.01] + [0.0] * SUMS
+
+
 def _entry(batch: int, pairs: int, window_ms: float, base_ms: float, cand_ms: float, prints=None) -> dict:
     side = lambda ms: {"event_ms": [ms] * pairs, "flush_ms": [0.1] * pairs, "tail_ms": [0.01] * pairs,  # noqa: E731
                        "wall_ms": [ms + 0.12] * pairs}
     return {"batch": batch, "seed": batch, "key": batch, "pairs": pairs, "go": 10.0, "done": 10.0 + window_ms / 1000,
-            "report": {"pairs": pairs, "fingerprints": prints or [[1.0]] * pairs,
+            "report": {"pairs": pairs, "fingerprints": prints or [PRINT] * pairs,
                        "sides": [side(base_ms), side(cand_ms)]}}
 
 
@@ -212,7 +219,7 @@ def _audit(log, reference, fingerprints=None):
 
     count = sum(e["pairs"] for e in log)
     audited = list(range(0, count, 3))
-    return Audit(log, reference, audited, fingerprints or [[1.0]] * len(audited), [[0.01]] * len(audited))
+    return Audit(log, reference, audited, fingerprints or [PRINT] * len(audited), [ALLOWED] * len(audited))
 
 
 def _logs(cand_ms: float, base_ms: float = 1.0, window_ms: float | None = None, alone_ms: float = 1.0):
@@ -236,7 +243,7 @@ def test_a_timed_run_whose_fingerprint_is_not_models_is_wrong_and_named():
 
     log, reference = _logs(cand_ms=0.5)
     audit = _audit(log, reference)
-    audit.fingerprints[2] = [5.0]  # the third audited pair: timed run 7
+    audit.fingerprints[2] = [5.0] * SUMS + [1.0]  # the third audited pair: timed run 7
     verdict = from_measurement(_measurement(32), 60.0, None, audit)
     assert verdict.status == "wrong" and verdict.message.startswith("wrong on timed run 7 against Model run in a "
                                                                    "process of its own: output 0: its fingerprint")

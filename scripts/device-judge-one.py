@@ -17,7 +17,7 @@ for name in sys.argv[3:]:
     started = time.monotonic()
     [v] = profiler.judge(problem, [(root / "tests/profiler/adversarial" / name).read_text()], "model.py",
                          time_limit=300.0)
-    keys = ("clock_accounting", "baseline_alone_ms", "speedup_against_alone", "flags", "timing", "persisting_l2_reset")
+    keys = ("clock_accounting", "baseline", "checked_apart_pairs", "flags", "timing", "persisting_l2_reset")
     out.append({"file": name, "status": v.status, "speedup": v.speedup, "message": v.message,
                 "seconds": round(time.monotonic() - started, 1), **{k: v.extra.get(k) for k in keys}})
     print(json.dumps(out[-1])[:1800], flush=True)

@@ -18,7 +18,7 @@ started = time.monotonic()
 verdicts = profiler.judge(problem, [(library / n).read_text() for n in names], "model.py", time_limit=300.0)
 out = []
 for name, v in zip(names, verdicts):
-    keys = ("clock_accounting", "baseline_alone_ms", "speedup_against_alone", "speedup_in_process", "charged_ms",
+    keys = ("clock_accounting", "baseline", "charged_ms",
             "checked_apart_pairs", "flags", "timing", "persisting_l2_reset")
     out.append({"file": name, "status": v.status, "proven": v.proven, "speedup": v.speedup, "ci": v.speedup_ci,
                 "message": v.message, **{k: v.extra.get(k) for k in keys}})

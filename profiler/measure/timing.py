@@ -27,14 +27,18 @@ too. The inputs of a pair are fresh, so a result kept from an earlier call is st
 outputs of randomly chosen pairs are checked (`check`), which a cache keyed on pointers,
 shapes or sampled values fails, or, when it misses, its speedup vanishes.
 
-A KernelBench timing is audited (Audited): its pairs come in batches that the judge grants
-over its own clock (profiler.sandbox.clock), each with the seed its pairs' inputs come from and
-the key their outputs are fingerprinted with; every pair is checked, the candidate first (no
-output of the baseline for the pair's inputs exists while it runs), and each batch's report
-goes to the judge as soon as its last pair has run. The candidate's process may read and
-rewrite all of this; what the judge relies on is its own clock and the audit of the reported
-fingerprints by a process that runs no candidate code (profiler.verdict.decision). Before every run the
-persisting part of L2 is given back (DeviceOps.reset_l2), on both sides.
+A KernelBench timing is audited (time_audited): one side only, ModelNew in the candidate's
+process and Model in a process that runs no candidate code, each timing the same loop on its
+own. Its runs come in batches that the judge grants over its own clock
+(profiler.sandbox.clock), each with the seed its runs' inputs come from and the key their
+outputs are fingerprinted with, and each batch's report goes to the judge as soon as its last
+run has ended. No baseline runs in the candidate's process while it is timed: the judge's
+windows then hold the candidate's work and the loop's own, nothing the candidate could move its
+work into, and the baseline's times come from a process the candidate never reached. The
+candidate's process may read and rewrite all of its side; what the judge relies on is its own
+clock, Model's loop timed apart, and the audit of the reported fingerprints
+(profiler.verdict.decision). Before every run the persisting part of L2 is given back
+(DeviceOps.reset_l2).
 
 The device is reached through DeviceOps so that the same loop times CuPy kernels (.cu) and
 PyTorch modules (KernelBench); profiler.run.device builds them.
@@ -87,12 +91,10 @@ class TimedRunWrong(Exception):
 
 @dataclass
 class Audited:
-    """What a judged timing (`time_pair(..., audit=...)`) does beyond the plain loop: its pairs
-    come in batches from `clock` (profiler.sandbox.clock: each batch's input seed and
-    fingerprint key, granted by the judge), fresh(pair, seed) writes a pair's inputs from its
-    seed, and fingerprint(output, key) is what the batch's report carries of each candidate
-    output. Every pair is checked, the candidate running first: while it runs, no output of
-    the baseline for the pair's inputs exists in the process."""
+    """What a judged timing (time_audited) does beyond the plain loop: its runs come in
+    batches from `clock` (profiler.sandbox.clock: each batch's input seed and fingerprint key,
+    granted by the judge), fresh(run, seed) writes a run's inputs from its seed, and
+    fingerprint(output, key) is what the batch's report carries of each output."""
 
     clock: Any
     fresh: Callable[[int, int], None]
@@ -160,9 +162,9 @@ def _cpu_s() -> tuple[float, float]:
 class _Loop:
     """The runs of one timing: fns[i]() is side i; fresh(pair) writes the pair's inputs;
     keep(i, output) snapshots side i's output of a checked pair and check(kept) compares
-    them (None: they agree). With `audit` (Audited) the pairs come in the judge's batches and
-    every one is checked and fingerprinted (run_audited); without it, randomly chosen pairs are
-    checked (a .cu timing, whose candidate runs no code of its own in this process)."""
+    them (None: they agree). With `audit` (Audited) the runs of its one side come in the
+    judge's batches and each output is fingerprinted (run_audited); without it, randomly chosen
+    pairs are checked (a .cu timing, whose candidate runs no code of its own in this process)."""
 
     def __init__(self, fns: list[Callable[[], Any]], ops: DeviceOps, fresh: Callable[[int], None] | None,
                  keep: Callable[[int, Any], Any] | None, check: Callable[[list], str | None] | None,
@@ -280,11 +282,11 @@ class _Loop:
         return self._resolved(events, walls)
 
     def run_audited(self, count: int) -> list[Runs]:
-        """`count` pairs (fewer where the judge stops granting), in the judge's batches. A pair:
-        its inputs from the batch's seed, the candidate's run, its output kept, the baseline's
-        run, the two compared, the candidate's fingerprint with the batch's key; the batch's
-        report (every run's times, every fingerprint) goes to the judge as soon as its last pair
-        has run. Nothing of a batch exists before its grant: no input, no key."""
+        """`count` runs (fewer where the judge stops granting), in the judge's batches. A run:
+        its inputs from the batch's seed, the side's run, the fingerprint of its output with the
+        batch's key; the batch's report (every run's times, every fingerprint) goes to the judge
+        as soon as its last run has ended. Nothing of a batch exists before its grant: no input,
+        no key."""
         audit, ops = self.audit, self.ops
         out = [Runs() for _ in self.fns]
         left = count
@@ -353,19 +355,70 @@ def sample_one(fn: Callable[[], Any], ops: DeviceOps, *, budget_s: float = 1.0,
     return samples.event_ms
 
 
+@dataclass
+class AuditedTiming:
+    """One side's audited runs (time_audited)."""
+
+    runs: Runs
+    seconds: float
+    other_threads_cpu_s: float = 0.0
+
+    def escape_json(self) -> dict:
+        return {"candidate": self.runs.to_json(), "other_threads_cpu_s": self.other_threads_cpu_s,
+                "checked_pairs": len(self.runs.event_ms)}
+
+
+def median_half_width(samples: list[float]) -> float:
+    """The 95% interval of the median of `samples` (order statistics: no assumption on their
+    distribution), as a share of the median: half its width over the median."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n < 2:
+        return float("inf")
+    spread = 0.98 * n ** 0.5  # 1.96 sqrt(n) / 2 ranks either side of the middle
+    low, high = ordered[max(0, int(n / 2 - spread))], ordered[min(n - 1, int(n / 2 + spread + 0.5))]
+    middle = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return (high - low) / 2 / middle if middle > 0 else float("inf")
+
+
+def time_audited(fn: Callable[[], Any], ops: DeviceOps, audit: Audited, *, budget_s: float = 2.0,
+                 runs: int | None = None) -> AuditedTiming:
+    """The audited timing of one side (module docstring): its runs in the judge's batches,
+    adding runs until the median's 95% interval is within TARGET_REL_HALF_WIDTH / sqrt(2) (two
+    such sides, timed apart, give a speedup within about TARGET_REL_HALF_WIDTH) or budget_s is
+    spent; exactly `runs` when given (fewer only where the judge stops granting)."""
+    started = time.perf_counter()
+    loop = _Loop([fn], ops, None, None, None, audit)
+    loop.warm_up()
+    (done,) = loop.run(runs or MIN_RUNS)
+    while runs is None and not loop.stopped and len(done.event_ms) >= 2:
+        spent = time.perf_counter() - started
+        if median_half_width(done.event_ms) <= TARGET_REL_HALF_WIDTH / 2 ** 0.5 \
+                or len(done.event_ms) >= MAX_RUNS or spent >= budget_s:
+            break
+        per_run_s = spent / len(done.event_ms)
+        more = int(min(len(done.event_ms), MAX_RUNS - len(done.event_ms), (budget_s - spent) / per_run_s))
+        if more < 2:
+            break
+        (extra,) = loop.run(more)
+        done.extend(extra)
+    loop.finish()
+    return AuditedTiming(done, time.perf_counter() - started, loop.other_cpu_s)
+
+
 def time_pair(baseline: Callable[[], Any], candidate: Callable[[], Any], ops: DeviceOps, *,
               budget_s: float = 2.0, fresh: Callable[[int], None] | None = None,
               keep: Callable[[int, Any], Any] | None = None, check: Callable[[list], str | None] | None = None,
-              runs: int | None = None, audit: Audited | None = None) -> PairTiming:
-    """Timing of baseline and candidate (module docstring), adding runs until the speedup's
-    95% interval is within TARGET_REL_HALF_WIDTH or budget_s is spent; exactly `runs` pairs
-    when given (fewer only where an audit's judge stops granting). fresh(pair) writes pair
-    `pair`'s inputs (pair -1: the warm-up's); keep(side, output) snapshots an output of a
-    checked pair (side 0: baseline) and check([base, cand]) says how they differ (None: they
-    agree). With `audit` (Audited) every pair is checked and reported to the judge in its
-    batches. TimedRunWrong when a check fails."""
+              runs: int | None = None) -> PairTiming:
+    """Timing of baseline and candidate in one process where no candidate code runs of its
+    own (a .cu candidate, torch.compile(Model) against Model; module docstring), adding runs
+    until the speedup's 95% interval is within TARGET_REL_HALF_WIDTH or budget_s is spent;
+    exactly `runs` pairs when given. fresh(pair) writes pair `pair`'s inputs (pair -1: the
+    warm-up's); keep(side, output) snapshots an output of a checked pair (side 0: baseline) and
+    check([base, cand]) says how they differ (None: they agree). TimedRunWrong when a check
+    fails."""
     started = time.perf_counter()
-    loop = _Loop([baseline, candidate], ops, fresh, keep, check, audit)
+    loop = _Loop([baseline, candidate], ops, fresh, keep, check)
     loop.warm_up()
     base, cand = loop.run(runs or MIN_RUNS)
     while runs is None and not loop.stopped and len(base.event_ms) >= 2:

@@ -41,7 +41,7 @@ from profiler.checks.compile import parse_compiler_output
 from profiler.checks.kernelbench import place_in_string
 from profiler.machine import gpu
 from profiler.measure import fingerprint as prints
-from profiler.measure.timing import Audited, TimedRunWrong, sample_one, time_pair
+from profiler.measure.timing import Audited, sample_one, time_audited, time_pair
 from profiler.measure.verify import compare, constant_across, fingerprint, output_sample, poison_bytes
 from profiler.sandbox import clock
 from profiler.sandbox.channel import Phase
@@ -454,17 +454,18 @@ class Problem:
 
 
 class TimedInputs:
-    """The inputs of the timing runs: one set of tensors per side, written with fresh values
+    """The inputs of the timing runs: one set of tensors per side (an audited timing has one),
+    written with fresh values
     before every pair (the same values on both sides), in place, so that the tensors a side is
     called with stay the same objects and addresses while their values never repeat. Pair i
     is signed (shifted to [-1, 1)) when i is odd and `signed` allows it: the judge's reference
     says whether Model takes signed inputs (a candidate's process could lie to itself)."""
 
-    def __init__(self, problem: Problem, seed: int, signed: bool | None = None):
+    def __init__(self, problem: Problem, seed: int, signed: bool | None = None, sides: int = 2):
         self.problem = problem
         self.signed = bool(problem.signed_ok) if signed is None else bool(signed)
         first = problem.inputs(seed, False)
-        self.sides = [_clone(first), _clone(first)]
+        self.sides = [_clone(first) for _ in range(sides)]
 
     def signed_pair(self, pair: int) -> bool:
         return self.signed and pair % 2 == 1
@@ -487,22 +488,6 @@ def write_in_place(targets: list, values: list) -> None:
     for target, value in zip(targets, values):
         if hasattr(target, "copy_") and hasattr(value, "shape"):
             target.copy_(value)
-
-
-def _keep(side: int, output) -> list:
-    """A checked timed pair's outputs: the baseline's as they are (nothing runs before the
-    comparison that could change them), the candidate's copied at once (its own code could)."""
-    tensors = _tensors(output)
-    if side == 0 or subclass_problem(tensors) is not None:
-        return tensors
-    return [t.detach().clone() for t in tensors]
-
-
-def _check_timed(tolerance):
-    def check(kept: list) -> str | None:
-        expected, got = kept
-        return subclass_problem(got) or _mismatch(expected, [_comparable(t) for t in got], tolerance)
-    return check
 
 
 def model_flops(model, inputs: list) -> int | None:
@@ -598,29 +583,26 @@ def _run_kernelbench(request: dict) -> dict:
     extra["signed_inputs"] = bool(problem.signed_ok)
     Phase.set("timing")
     ops = torch_ops()
-    timed = TimedInputs(problem, seeds[0], request.get("signed_timing"))
-    base_inputs, cand_inputs = timed.sides
+    # One set of timed tensors: no baseline runs beside the candidate's timing (Model's times
+    # come from the audit's process: profiler.measure.timing).
+    timed = TimedInputs(problem, seeds[0], request.get("signed_timing"), sides=1)
+    (inputs,) = timed.sides
     runner = problem.runner
-    base_fn = lambda: problem.model(*base_inputs)  # noqa: E731 - closures the timer calls
-    cand_fn = lambda: runner(*cand_inputs)  # noqa: E731
+    base_fn = lambda: problem.model(*inputs)  # noqa: E731 - closures the timer calls
+    cand_fn = lambda: runner(*inputs)  # noqa: E731
     budget = float(request["time_budget_s"])
-    sizes = {"input_bytes": _bytes(base_inputs), "output_bytes": _bytes(base_fn()), **device_facts()}
+    sizes = {"input_bytes": _bytes(inputs), "output_bytes": _bytes(base_fn()), **device_facts()}
     if profiling:
-        sizes["flops"] = model_flops(problem.model, base_inputs)
+        sizes["flops"] = model_flops(problem.model, inputs)
         sizes["signed_ok"] = bool(problem.signed_ok)
     escape = None
-    try:
-        if profiling:
-            timing = {"candidate": sample_one(base_fn, ops, budget_s=budget, fresh=timed.fresh,
-                                              runs=protocol.get("timed_runs"))}
-        else:
-            pair = time_pair(base_fn, cand_fn, ops, budget_s=budget, keep=_keep, check=_check_timed(tolerance),
-                             runs=protocol.get("timed_runs"), audit=audited(timed))
-            timing = {"baseline": pair.baseline_runs, "candidate": pair.candidate_runs, "seconds": pair.seconds}
-            escape = pair.escape_json()
-    except TimedRunWrong as exc:
-        return {"outcome": "wrong", "where": "timed run", "timed_run": exc.pair + 1, "problem": exc.problem,
-                "inputs_checked": checked, "extra": extra, **common}
+    if profiling:
+        timing = {"candidate": sample_one(base_fn, ops, budget_s=budget, fresh=timed.fresh,
+                                          runs=protocol.get("timed_runs"))}
+    else:
+        done = time_audited(cand_fn, ops, audited(timed), budget_s=budget, runs=protocol.get("timed_runs"))
+        timing = {"candidate": done.runs.event_ms, "seconds": done.seconds}
+        escape = done.escape_json()
     # What a timed call returns, in the timed tensors, on input set seeds[0], which the judge
     # compares with Model's in a process of its own (Model alone samples the same call).
     timed.write(problem.inputs(seeds[0], False))
@@ -649,12 +631,13 @@ def run_audit(request: dict) -> dict:
     """Model alone, in a process that runs no candidate code, on pairs of a candidate's timing
     the judge picked after that timing ended: Model's fingerprint of each pair's inputs with
     the pair's key, and how far an agreeing output's may lie (profiler.measure.fingerprint, with
-    the protocol's tolerance); then the same timing loop as the candidate's, Model against
-    Model, for "calibrate" pairs (the judge's clock over its batches says what that loop costs
-    outside its timed runs when no candidate code runs).
+    the protocol's tolerance); then the candidate's timing loop with Model in it, by the
+    candidate's rule for how many runs ("timed_runs", else "time_budget_s"), in the judge's
+    batches: the baseline's times, and what that loop costs
+    outside its timed runs where no candidate code runs, both by the judge's clock.
 
     The request: {"kind": "kernelbench_audit", "baseline": {"source", "filename"}, "seeds",
-    "pairs": [{"seed", "signed", "key"}], "signed_timing", "tolerance", "calibrate": N,
+    "pairs": [{"seed", "signed", "key"}], "signed_timing", "tolerance", "timed_runs": N,
     "time_budget_s", "cuda_arch"}. A pair marked "signed" has its inputs shifted where Model
     takes signed inputs: "signed_timing" says whether it does, or (None) this process finds
     out as a candidate's checks do, on the first signed input set (seeds[1])."""
@@ -685,10 +668,11 @@ def run_audit(request: dict) -> dict:
         tolerances.append(prints.tolerance(expected, tolerance, key=int(pair["key"])))
         del expected
     Phase.set("timing")
-    timed = TimedInputs(problem, request["seeds"][0], bool(signed_ok))
-    base_inputs, other_inputs = timed.sides
-    time_pair(lambda: problem.model(*base_inputs), lambda: problem.model(*other_inputs), torch_ops(), keep=_keep,
-              check=_check_timed(tolerance), runs=max(2, int(request.get("calibrate", 0))), audit=audited(timed))
+    timed = TimedInputs(problem, request["seeds"][0], bool(signed_ok), sides=1)
+    (inputs,) = timed.sides
+    runs = request.get("timed_runs")
+    time_audited(lambda: problem.model(*inputs), torch_ops(), audited(timed),
+                 budget_s=float(request.get("time_budget_s") or 2.0), runs=None if runs is None else max(2, int(runs)))
     return {"outcome": "audit", "fingerprints": fingerprints, "tolerances": tolerances}
 
 

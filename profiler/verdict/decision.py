@@ -8,9 +8,14 @@ status and message. What it cannot check it flags:
 
 - timings that do not fit the process's wall clock (by this process's clock) are
   rejected: a crash verdict, nothing measured;
-- a KernelBench baseline timed in the candidate's process that is not the baseline timed
-  in a process of its own (no candidate code) within REFERENCE_TOLERANCE is rejected: a
-  timer patched for the whole process scales both sides alike, and shows here;
+- a KernelBench candidate's timing is audited (Audit): its times are the runs its process
+  reported batch by batch to the judge's clock, charged for time the clock saw it spend
+  outside them beyond Model's runs of the same loop, and the baseline's times are Model's,
+  timed in that loop in a process that ran no candidate code; a sample of its timed runs'
+  fingerprints must be Model's on the same inputs (profiler.measure.fingerprint);
+- a baseline time that is not the baseline timed alone before it (Model's first run on the
+  problem) within REFERENCE_AGREEMENT makes the timing unstable, past REFERENCE_TOLERANCE it
+  is rejected;
 - a KernelBench candidate's outputs (samples of them, on the same input sets) that are not
   those of Model run in a process of its own are wrong, whatever the candidate's process
   concluded: Model runs in the candidate's process too, where the candidate's code could
@@ -45,9 +50,9 @@ SUSPICIOUS_SPEEDUP = 10.0
 # Words in CUDA/CuPy/torch error messages that mean the GPU side faulted.
 FAULT_WORDS = ("illegal", "misaligned", "launch failure", "out of memory", "cudaError", "CUDA error",
                "unspecified launch", "hardware stack error", "illegal instruction", "ECC")
-# How far the baseline timed beside the candidate may be from the baseline timed alone: past
+# How far the baseline timed for a verdict may be from the baseline timed alone before it: past
 # REFERENCE_AGREEMENT the timing is unstable (measured again by the judge); past
-# REFERENCE_TOLERANCE the candidate's process timed what did not happen.
+# REFERENCE_TOLERANCE what was timed did not happen as timed.
 REFERENCE_AGREEMENT = 1.25
 REFERENCE_TOLERANCE = 3.0
 # Flags under which the harness's numbers are the candidate's to choose.
@@ -81,8 +86,8 @@ class Reference:
 class Audit:
     """What the judge's own clock and a run of Model alone say about a KernelBench candidate's
     timing (profiler.sandbox.clock, profiler.run.kernelbench.run_audit): the candidate run's
-    clock log, the audit run's (Model against Model, the same loop), the pairs the judge
-    picked after the timing ended (indices into the candidate's pairs, in order) with Model's
+    clock log, the audit run's (Model alone in the same loop: the baseline's times), the runs
+    the judge picked after the timing ended (indices into the candidate's runs, in order) with Model's
     fingerprints and their tolerances on each (profiler.measure.fingerprint's fingerprint() and
     tolerance() lists, with the pair's key); `problem` says why there is none to rely on."""
 
@@ -195,13 +200,14 @@ def _samples(values, what: str) -> list[float]:
     return out
 
 
-def _timing(m: dict, wall_s: float) -> tuple[list[float] | None, list[float]]:
-    """(baseline samples or None when profiling, candidate samples), checked against the
-    wall clock of the whole process: runs that took longer than the process lived did not
-    happen as reported."""
+def _timing(m: dict, wall_s: float, paired: bool = True) -> tuple[list[float] | None, list[float]]:
+    """(baseline samples, or None when profiling or when the baseline is timed apart (paired
+    False: an audited KernelBench timing, whose candidate's process times none), candidate
+    samples), checked against the wall clock of the whole process: runs that took longer than
+    the process lived did not happen as reported."""
     timing = m["timing"]
     cand = _samples(timing["candidate"], "candidate")
-    base = None if m["profiling"] else _samples(timing["baseline"], "baseline")
+    base = None if m["profiling"] or not paired else _samples(timing["baseline"], "baseline")
     if base is not None and (len(base) != len(cand) or len(base) < 2):
         raise Rejected("baseline and candidate runs are not paired")
     event_s = (sum(cand) + sum(base or [])) / 1000
@@ -217,15 +223,15 @@ def _timing_json(base: list[float] | None, cand: list[float], seconds: float) ->
 
     if base is None:
         return summarize(cand).to_json()
-    return {"baseline": summarize(base).to_json(), "candidate": summarize(cand).to_json(), "runs": len(base),
-            "seconds": seconds}
+    return {"baseline": summarize(base).to_json(), "candidate": summarize(cand).to_json(), "runs": len(cand),
+            "baseline_runs": len(base), "seconds": seconds}
 
 
 def _wrong(m: dict, wall_s: float) -> Verdict:
     extra = dict(m.get("extra", {}))
     where = m["where"]
     if where == "after timing":
-        base, cand = _timing(m, wall_s)
+        base, cand = _timing(m, wall_s, paired="baseline" in m["timing"])
         extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
         head = "wrong on the input set checked after timing"
     elif where == "timed run":
@@ -237,12 +243,12 @@ def _wrong(m: dict, wall_s: float) -> Verdict:
 
 
 def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
-    """(baseline runs, candidate runs, escape records, alone: the baseline's runs where no
-    candidate code ran) from the judge's clock rather than from the candidate's result, with
-    the candidate charged for what the clock saw it do outside its timed runs and for time
-    the baseline beside it took beyond the baseline alone; or a wrong verdict where an
-    audited pair's fingerprint is not Model's. Raises Rejected where the clock's log does not
-    hold together."""
+    """(baseline runs, candidate runs, escape records) from the judge's clock rather than from
+    the candidate's result: the candidate's runs as its process reported them batch by batch,
+    charged for what the clock saw it do outside them beyond Model's runs of the same loop;
+    the baseline's runs from Model's own process, which ran no candidate code. Or a wrong
+    verdict where an audited run's fingerprint is not Model's. Raises Rejected where a clock's
+    log does not hold together."""
     if audit.problem:
         return Verdict.failed("error", f"not judged: {audit.problem}", compiled=True, **_common(m))
     try:
@@ -257,39 +263,33 @@ def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
                                        f"{how}", compiled=True, inputs_checked=int(m["inputs_checked"]),
                               extra={**extra, "checked_apart_pairs": len(audit.audited)}, **_common(m))
     extra["checked_apart_pairs"] = len(audit.audited)
-    base, cand = list(runs.sides[0]["event_ms"]), list(runs.sides[1]["event_ms"])
-    alone = reference.sides[0]["event_ms"] + reference.sides[1]["event_ms"]
-    charge = 0.0
+    base, cand = list(reference.sides[0]["event_ms"]), list(runs.sides[0]["event_ms"])
+    extra["baseline"] = "Model timed in a process of its own, by the judge's clock"
     outside = rules.clock_excess(runs, reference, extra)
     if outside is not None:
-        charge += outside
         flags.append("escaped_clock")
-    slowed = rules.baseline_excess(base, alone, extra)
-    if slowed is not None:
-        charge += slowed
-        flags.append("slowed_baseline")
-    if charge:
-        extra["charged_ms"] = charge
-        cand = [ms + charge for ms in cand]
-    escape = {"baseline": runs.sides[0], "candidate": runs.sides[1], "flush_reference": reference.sides[1],
+        extra["charged_ms"] = outside
+        cand = [ms + outside for ms in cand]
+    escape = {"baseline": reference.sides[0], "candidate": runs.sides[0], "flush_reference": reference.sides[0],
               "other_threads_cpu_s": (m.get("escape") or {}).get("other_threads_cpu_s", 0.0),
               "checked_pairs": len(runs.pairs)}
-    return base, cand, escape, alone
+    return base, cand, escape
 
 
 def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | None = None) -> Verdict:
-    from profiler.measure.stats import CI_METHOD, summarize
+    from profiler.measure.stats import CI_METHOD, CI_METHOD_APART, summarize
 
-    base, cand = _timing(m, wall_s)
+    audited = audit is not None and not m["profiling"]
+    base, cand = _timing(m, wall_s, paired=not audited)
     extra = dict(m.get("extra", {}))
-    extra["ci_method"] = CI_METHOD
+    extra["ci_method"] = CI_METHOD_APART if audited else CI_METHOD
     flags: list[str] = []
-    escape, alone = m.get("escape"), None
-    if audit is not None and base is not None:
+    escape = m.get("escape")
+    if audited:
         found = _audited_timing(m, audit, extra, flags)
         if isinstance(found, Verdict):
             return found
-        base, cand, escape, alone = found
+        base, cand, escape = found
     extra["timing"] = _timing_json(base, cand, float(m["timing"].get("seconds", 0.0)))
     if base is not None:
         if rules.clock_disagreement(escape, base, cand, extra) is not None:
@@ -327,9 +327,7 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | 
             message = (f"{time_ms:.4f} ms median (IQR {extra['timing']['iqr_ms']:.4f} ms), {roof}; outputs fully "
                        f"written and repeatable on {checked} input sets (nothing to compare with)")
         return Verdict("not_faster", True, None, None, None, time_ms, None, [], message, extra=extra, **sizes, **common)
-    speedup = rules.reproducible_interval(base, cand)
-    if alone is not None:
-        speedup = _no_faster_than_alone(speedup, alone, cand, extra)
+    speedup = rules.reproducible_interval(base, cand, paired=not audited)
     extra["speedup_interval_within_run"] = [speedup.within_low, speedup.within_high]
     against = " vs eager PyTorch Model" if kernelbench else ""
     interval = f"{speedup.low:.2f}-{speedup.high:.2f}"
@@ -359,16 +357,14 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | 
         status = "suspicious"
         head = (f"suspicious: {speedup.ratio:.2f}x ({interval}) is over {SUSPICIOUS_SPEEDUP:.0f}x eager PyTorch, "
                 f"more often a cheat than a kernel: check")
-    elif {"escaped_timer", "clock_disagrees", "escaped_clock", "slowed_baseline"} & set(flags):
+    elif {"escaped_timer", "clock_disagrees", "escaped_clock"} & set(flags):
         status = "suspicious"
         if "escaped_timer" in flags:
             what = "work outside the stream it was timed on (another stream or thread), charged to it"
         elif "clock_disagrees" in flags:
             what = "its CUDA events read less time than the wall clock saw"
-        elif "escaped_clock" in flags:
-            what = "the judge's clock saw it spend time outside its timed runs, charged to it"
         else:
-            what = "the baseline beside it ran slower than the baseline alone, the difference charged to it"
+            what = "the judge's clock saw it spend time outside its timed runs, charged to it"
         head = f"suspicious: {what}; {speedup.ratio:.2f}x ({interval}) with that work counted"
     elif speedup.faster:
         status, head = "faster", f"{speedup.ratio:.2f}x faster ({interval})"
@@ -380,24 +376,6 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | 
     if flags:
         _flag(verdict, *flags)
     return verdict
-
-
-def _no_faster_than_alone(speedup: rules.Interval, alone: list[float], cand: list[float],
-                          extra: dict) -> rules.Interval:
-    """The speedup no larger than the baseline timed where no candidate code ran supports:
-    the in-process ratio keeps its drift correction (each pair's two runs were adjacent), and
-    where the baseline alone over the candidate is lower, the interval is scaled down to it.
-    A candidate can slow the baseline in its own process, never the one alone."""
-    from profiler.measure.stats import summarize
-
-    across = summarize(alone).median_ms / summarize(cand).median_ms
-    extra["speedup_against_alone"] = across
-    if across >= speedup.ratio:
-        return speedup
-    extra["speedup_in_process"] = speedup.ratio
-    scale = across / speedup.ratio
-    return rules.Interval(across, speedup.low * scale, speedup.high * scale, speedup.within_low * scale,
-                          speedup.within_high * scale)
 
 
 def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
@@ -413,12 +391,12 @@ def against_reference(verdict: Verdict, reference_ms: float | None) -> Verdict:
     if 1 / REFERENCE_TOLERANCE <= ratio <= REFERENCE_TOLERANCE:
         if verdict.status in ("faster", "not_faster", "suspicious"):
             verdict.status = "unstable"
-            verdict.message = (f"unstable: the baseline timed beside the candidate ({verdict.baseline_ms:.4f} ms) is "
+            verdict.message = (f"unstable: the baseline timed for this verdict ({verdict.baseline_ms:.4f} ms) is "
                                f"{ratio:.2f}x the baseline timed alone ({reference_ms:.4f} ms); "
                                f"{verdict.speedup:.2f}x is not a reproducible number")
         return verdict
-    return _overruled(verdict, "crash", f"crashed: measurements rejected: the baseline timed beside the "
-                                        f"candidate ({verdict.baseline_ms:.4f} ms) is not the baseline timed "
+    return _overruled(verdict, "crash", f"crashed: measurements rejected: the baseline timed for this "
+                                        f"verdict ({verdict.baseline_ms:.4f} ms) is not the baseline timed "
                                         f"alone ({reference_ms:.4f} ms)")
 
 

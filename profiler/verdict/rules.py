@@ -130,17 +130,20 @@ class Interval:
 
 
 def _halves(base: list[float], cand: list[float]) -> tuple[float, float]:
-    half = len(base) // 2
-    return (_median(base[:half]) / _median(cand[:half]), _median(base[half:]) / _median(cand[half:]))
+    """The speedups of the first and of the second half of each side's runs (in the order they
+    ran: the two sides may hold different numbers of runs)."""
+    b, c = len(base) // 2, len(cand) // 2
+    return (_median(base[:b]) / _median(cand[:c]), _median(base[b:]) / _median(cand[c:]))
 
 
-def reproducible_interval(base: list[float], cand: list[float]) -> Interval:
-    """The speedup's ratio of medians and the interval quoted for it (module docstring)."""
+def reproducible_interval(base: list[float], cand: list[float], paired: bool = True) -> Interval:
+    """The speedup's ratio of medians and the interval quoted for it (module docstring);
+    paired False: the sides were timed apart (profiler.measure.stats)."""
     from profiler.measure.stats import speedup_interval
 
-    within = speedup_interval(base, cand)
+    within = speedup_interval(base, cand, paired=paired)
     low, high = within.low, within.high
-    if len(base) >= 8:
+    if min(len(base), len(cand)) >= 8:
         first, second = _halves(base, cand)
         low, high = min(low, first, second), max(high, first, second)
     return Interval(within.ratio, low / (1 + REPRODUCIBILITY_SPREAD), high * (1 + REPRODUCIBILITY_SPREAD),
@@ -148,8 +151,8 @@ def reproducible_interval(base: list[float], cand: list[float]) -> Interval:
 
 
 def instability(base: list[float], cand: list[float]) -> str | None:
-    """Why these paired timings are not a reproducible number, or None."""
-    if len(base) >= 8:
+    """Why these timings are not a reproducible number, or None."""
+    if min(len(base), len(cand)) >= 8:
         first, second = _halves(base, cand)
         if abs(first / second - 1) > DRIFT:
             return f"the speedup drifted from {first:.2f}x in the first half of the runs to {second:.2f}x in the second"
@@ -212,9 +215,6 @@ CLAIM_SLACK_MS = 0.05
 # work. Host wake-ups and the allocator differ a little between two processes.
 CLOCK_EXCESS_FLOOR_MS = 0.02
 CLOCK_EXCESS_SHARE = 0.05
-# The baseline timed beside the candidate may be this much slower than the baseline of the
-# same loop in a process of its own before the difference counts as the candidate's work.
-BASELINE_SLACK = 0.05
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ class ClockRuns:
     unexplained milliseconds a pair (its window over its pairs, less its runs' mean), and each
     pair's (batch, index in batch, fingerprints)."""
 
-    sides: list[dict]  # [baseline, candidate]: {"event_ms", "flush_ms", "tail_ms", "wall_ms"}
+    sides: list[dict]  # the sides timed (an audited timing: one): {"event_ms", "flush_ms", "tail_ms", "wall_ms"}
     unexplained_ms: list[float]
     pairs: list[tuple[int, int, list]]
 
@@ -237,22 +237,22 @@ def _numbers(values, count: int, what: str) -> list[float]:
     return out
 
 
-def clock_runs(log: list[dict]) -> ClockRuns:
+def clock_runs(log: list[dict], sides: int = 1) -> ClockRuns:
     """The timing of a run from the judge's clock log (JudgeClock.entries), checked: every
-    batch closed by a report of its granted pairs, whose timed runs fit in its window. Raises
-    ValueError saying what does not hold."""
+    batch closed by a report of its granted runs on `sides` sides, whose timed runs fit in its
+    window. Raises ValueError saying what does not hold."""
     if not log:
         raise ValueError("the judge's clock granted no timed pairs")
-    sides = [{k: [] for k in ("event_ms", "flush_ms", "tail_ms", "wall_ms")} for _ in range(2)]
+    records = [{k: [] for k in ("event_ms", "flush_ms", "tail_ms", "wall_ms")} for _ in range(sides)]
     unexplained, pairs = [], []
     for entry in log:
         batch, count, report = entry["batch"], int(entry["pairs"]), entry.get("report")
         if not isinstance(report, dict) or report.get("pairs") != count or not isinstance(report.get("sides"), list) \
-                or len(report["sides"]) != 2:
+                or len(report["sides"]) != sides:
             raise ValueError(f"batch {batch + 1} was not closed by a report of its {count} pairs")
         window_ms = (float(entry["done"]) - float(entry["go"])) * 1000
         claimed = 0.0
-        for side, got in zip(sides, report["sides"]):
+        for side, got in zip(records, report["sides"]):
             for key in side:
                 values = _numbers(got.get(key) if isinstance(got, dict) else None, count, f"batch {batch + 1} {key}")
                 if key == "event_ms" and min(values) <= 0:
@@ -267,26 +267,18 @@ def clock_runs(log: list[dict]) -> ClockRuns:
         if not isinstance(fingerprints, list) or len(fingerprints) != count:
             raise ValueError(f"batch {batch + 1} reported no fingerprint of every pair")
         pairs += [(batch, index, fingerprints[index]) for index in range(count)]
-    return ClockRuns(sides, unexplained, pairs)
+    return ClockRuns(records, unexplained, pairs)
 
 
 def clock_excess(candidate: ClockRuns, reference: ClockRuns, extra: dict) -> float | None:
-    """Milliseconds a pair that the candidate's pairs spent outside their timed runs beyond
-    what Model's pairs of the same loop spend where no candidate code runs, or None when
+    """Milliseconds a run that the candidate's runs spent outside their timed calls beyond
+    what Model's runs of the same loop spend where no candidate code runs, or None when
     within CLOCK_EXCESS_FLOOR_MS / CLOCK_EXCESS_SHARE. Records what it found in
     extra["clock_accounting"]."""
     cand, ref = _median(candidate.unexplained_ms), _median(reference.unexplained_ms)
-    window = ref + _median(reference.sides[0]["event_ms"]) + _median(reference.sides[1]["event_ms"])
+    window = ref + sum(_median(side["event_ms"]) for side in reference.sides)
     limit = max(CLOCK_EXCESS_FLOOR_MS, CLOCK_EXCESS_SHARE * window)
     extra["clock_accounting"] = {"unexplained_ms": cand, "reference_unexplained_ms": ref, "limit_ms": limit,
                                  "batches": len(candidate.unexplained_ms)}
     return cand - ref if cand - ref > limit else None
 
-
-def baseline_excess(base_ms: list[float], reference_base_ms: list[float], extra: dict) -> float | None:
-    """Milliseconds a run by which the baseline timed beside the candidate is slower than the
-    same loop's baseline where no candidate code runs, past BASELINE_SLACK, or None."""
-    beside, alone = _median(base_ms), _median(reference_base_ms)
-    extra["baseline_alone_ms"] = alone
-    excess = beside - alone * (1 + BASELINE_SLACK)
-    return excess if excess > 0 else None

@@ -43,6 +43,24 @@ def test_paired_drift_cancels_out():
     assert s.high - s.low < 0.2
 
 
+def test_sides_timed_apart_are_resampled_apart_and_may_hold_different_numbers_of_runs():
+    rng = np.random.default_rng(3)
+    base = 2.0 * (1 + 0.02 * rng.standard_normal(150))
+    cand = 1.0 * (1 + 0.02 * rng.standard_normal(260))
+    s = speedup_interval(base, cand, paired=False)
+    assert s.faster and s.low < s.ratio < s.high and 1.95 < s.low and s.high < 2.05
+    same = speedup_interval(np.abs(1 + 0.05 * rng.standard_normal(90)), np.abs(1 + 0.05 * rng.standard_normal(70)),
+                            paired=False)
+    assert not same.faster and same.low < 1.0 < same.high
+    # A drift that paired runs would cancel widens the interval of sides timed apart.
+    drift = np.linspace(1.0, 3.0, 100)
+    assert speedup_interval(1.2 * drift, drift, paired=False).high - speedup_interval(1.2 * drift, drift).high > 0.1
+    interval = rules.reproducible_interval(list(base), list(cand), paired=False)
+    assert interval.low <= s.low and interval.high >= s.high
+    with pytest.raises(ValueError):
+        speedup_interval([1.0], [1.0, 2.0], paired=False)
+
+
 def test_bad_samples_are_refused():
     with pytest.raises(ValueError):
         speedup_interval([1.0, 2.0], [1.0])

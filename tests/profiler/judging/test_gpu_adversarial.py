@@ -67,7 +67,7 @@ RELU_CACHES = (RELU, [
 RELU_PATCHES = (RELU, [
     Case("relu_lazy_subclass.py", "deferred output: a tensor subclass computed when read", "never_proven"),
     Case("relu_deferred_view.py", "deferred output: a view of a buffer filled when read", "never_proven"),
-    Case("relu_slow_baseline_gc.py", "gc: the baseline found in memory and slowed down", "never_proven"),
+    Case("relu_slow_baseline_gc.py", "gc: the baseline found in memory and slowed down", "not_faster"),
     Case("relu_event_patch_ctypes.py", "ctypes: the compiled CUDA event type patched", "never_proven"),
     Case("relu_timer_patch_names.py", "timers patched through names built at run time", "never_proven"),
     Case("relu_identity_on_nonnegative.py", "special case: ReLU is the identity on rand() inputs", "not_faster"),
@@ -93,17 +93,19 @@ RELU_READERS = (RELU, [
     Case("honest_relu_vec4.py", "honest", "proven"),
     Case("relu_reads_checked_set.py", "frames: the checked set read before the runs", "never_proven"),
     Case("relu_takes_held_output.py", "frames: the baseline's output of the pair taken", "not_faster"),
-    Case("relu_slows_baseline_slightly.py", "gc: the baseline slowed 18%, within the agreement bound",
-         "never_proven"),
+    Case("relu_slows_baseline_slightly.py", "gc: the baseline slowed 18% (none is timed in its process)",
+         "not_faster"),
     Case("relu_nan_in_expected.py", "gc: NaN planted in the baseline's outputs, NaN returned", "never_proven"),
     Case("relu_honest_then_cheats.py", "warm-up detection: honest for the first calls, then not", "never_proven"),
     Case("relu_l2_persisting.py", "L2: an access-policy window that persists across the flush", "not_faster"),
 ])
-# Cheats that rewire the timing loop in their own process (found through its frames): the
-# judge's windows bound the sum of a pair's two runs, not how it splits, so work moved into
-# the baseline's run fits them.
+# Cheats that rewire the timing loop in their own process (found through its frames): its
+# work moved into the baseline's timed run (there is none in its process: it finds no such
+# loop and runs Model's product), or into the loop's input writes with the L2 flush skipped.
 MATMUL_LOOP_GROUP = (MATMUL, [
-    Case("matmul_in_baseline_slot.py", "the loop: its work moved into the baseline's timed run", "never_proven"),
+    Case("matmul_in_baseline_slot.py", "the loop: its work moved into the baseline's timed run", "not_faster"),
+    Case("matmul_work_in_input_writes.py", "the loop: its work moved into the input writes, the flush skipped",
+         "never_proven"),
 ])
 # A problem of our own whose output is all zeros for every input its get_inputs makes.
 DEGENERATE_PROBLEM = "degenerate_problem.py"
@@ -277,8 +279,6 @@ def test_matmul_graph_replay_and_lower_precision_prove_nothing(kernelbench_dir):
 @pytest.mark.gpu
 @pytest.mark.timeout(1200)
 @pytest.mark.usefixtures("ninja_present")
-@pytest.mark.xfail(strict=True, reason="a hole the judge does not close yet (docs/threat-model.md): the windows bound "
-                                       "a pair's sum")
 def test_matmul_cheats_that_rewire_the_timing_loop_prove_nothing(kernelbench_dir):
     assert_expected(MATMUL_LOOP_GROUP, judge_group(MATMUL_LOOP_GROUP, kernelbench_dir))
 

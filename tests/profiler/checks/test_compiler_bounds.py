@@ -165,7 +165,9 @@ def test_dice_check_ended_by_sigterm_takes_its_compiler_with_it(tmp_path):
         for pid in _children_of(check.pid):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                    if b"nvcc" in cmdline.read():
+                    # The compile's nvcc runs in a session of its own; a probe (`nvcc --version`)
+                    # may run in this one, whose members are this test's own processes.
+                    if b"nvcc" in cmdline.read() and os.getsid(pid) != os.getsid(0):
                         session = os.getsid(pid)
             except (OSError, ProcessLookupError):
                 continue

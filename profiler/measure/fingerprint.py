@@ -1,7 +1,7 @@
 """A fingerprint of every timed output, and the tolerance that says whether two agree.
 
-The judge checks every timed run of a KernelBench candidate without copying its outputs out
-of the candidate's process: the candidate's process reports, for each pair, a fingerprint of
+The judge checks timed runs of a KernelBench candidate without copying their outputs out of
+the candidate's process: the candidate's process reports, for each run, a fingerprint of
 the candidate's output, keyed by the judge (profiler.sandbox.clock), and a process that runs
 no candidate code later computes the fingerprint of Model's output on the same inputs with the
 same key (profiler.run.kernelbench.run_audit). The fingerprint of output x (n elements) is

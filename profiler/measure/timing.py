@@ -63,8 +63,11 @@ EVENT_RESOLUTION_MS = 0.0005
 # Share of the timed pairs whose outputs are checked (at least CHECKED_FIRST in the first batch).
 CHECKED_SHARE = 0.03
 CHECKED_FIRST = 2
-# Pairs a batch of an audited timing asks the judge for (profiler.sandbox.clock caps it too).
-BATCH_PAIRS = 32
+# Runs a batch of an audited timing asks the judge for (the judge grants its own number:
+# profiler.sandbox.clock.GRANT_PAIRS), and the fewest runs an audited timing makes: six of
+# the judge's batches (profiler.verdict.rules.MIN_CLOCK_BATCHES).
+BATCH_PAIRS = 16
+MIN_AUDITED_RUNS = 96
 
 
 @dataclass
@@ -186,19 +189,14 @@ class _Loop:
             for fn in self.fns:
                 fn()
         if self.audit is not None:
-            # One pair as a batch has it, before the first batch: a kernel's first use (CUDA
-            # loads modules lazily, cuBLAS makes its handle at the fingerprint's first dot)
-            # would otherwise land in the first batch's window, in one process and not in the
-            # other (the candidate's checks ran the comparison already, Model alone's did not).
-            kept: list = [None] * len(self.fns)
-            for i in reversed(range(len(self.fns))):
+            # One run as a batch has it, before the first batch: a kernel's first use (CUDA
+            # loads modules lazily, the fingerprint's first scatter) would otherwise land in the
+            # first batch's window, in one process and not in the other.
+            output = None
+            for i in range(len(self.fns)):
                 output = self._timed(i)[0]
-                kept[i] = self.keep(i, output) if self.keep is not None else output
-                del output
-            if self.check is not None:
-                self.check(kept)  # the warm-up's inputs are no pair's: what it says is not asked
-            self.audit.fingerprint(kept[-1], self._random.getrandbits(62))
-            del kept
+            self.audit.fingerprint(output, self._random.getrandbits(62))
+            del output
         self.ops.synchronize()
 
     def _chosen(self, count: int) -> set[int]:
@@ -304,20 +302,14 @@ class _Loop:
                 pair = self.pairs + index
                 ops.synchronize()
                 audit.fresh(pair, audit.pair_seed(int(grant["seed"]), index))
-                kept: list = [None] * len(self.fns)
-                for i in reversed(range(len(self.fns))):  # the candidate (last) first
+                output = None
+                for i in range(len(self.fns)):
                     output, recorded, wall = self._timed(i)
                     walls[i].append(wall)
                     events[i].append(recorded)
-                    kept[i] = self.keep(i, output) if self.keep is not None else output
-                    del output
-                if self.check is not None:
-                    problem = self.check(kept)
-                    if problem is not None:
-                        raise TimedRunWrong(pair, problem)
                 self.checked += 1
-                prints.append(audit.fingerprint(kept[-1], key))
-                del kept
+                prints.append(audit.fingerprint(output, key))
+                del output
             ops.synchronize()
             cpu_after, thread_after = _cpu_s()
             self.other_cpu_s += max(0.0, (cpu_after - cpu_before) - (thread_after - thread_before))
@@ -386,11 +378,12 @@ def time_audited(fn: Callable[[], Any], ops: DeviceOps, audit: Audited, *, budge
     """The audited timing of one side (module docstring): its runs in the judge's batches,
     adding runs until the median's 95% interval is within TARGET_REL_HALF_WIDTH / sqrt(2) (two
     such sides, timed apart, give a speedup within about TARGET_REL_HALF_WIDTH) or budget_s is
-    spent; exactly `runs` when given (fewer only where the judge stops granting)."""
+    spent; `runs` when given (rounded up to the judge's batches, at least MIN_AUDITED_RUNS;
+    fewer only where the judge stops granting)."""
     started = time.perf_counter()
     loop = _Loop([fn], ops, None, None, None, audit)
     loop.warm_up()
-    (done,) = loop.run(runs or MIN_RUNS)
+    (done,) = loop.run(max(runs or 0, MIN_AUDITED_RUNS))
     while runs is None and not loop.stopped and len(done.event_ms) >= 2:
         spent = time.perf_counter() - started
         if median_half_width(done.event_ms) <= TARGET_REL_HALF_WIDTH / 2 ** 0.5 \

@@ -1,12 +1,13 @@
-"""The judge's clock over a sandboxed run's timed pairs, both ends.
+"""The judge's clock over a sandboxed run's timed runs (its "pairs": one run of each side the
+process times), both ends.
 
 Everything in a candidate's process can be read and rewritten by the candidate: its
 timers, its random numbers, which runs it checks, what it reports. What it cannot touch is
 this process: its clock, and what it sends and when. So a KernelBench run's timed pairs come
 in batches that the judge grants:
 
-    harness -> judge   {"want": N}
-    judge -> harness   {"batch": J, "seed": S, "key": K, "pairs": n}   (n <= N)   or {"stop": true}
+    harness -> judge   {"want": N}                                     (N >= 1: go on)
+    judge -> harness   {"batch": J, "seed": S, "key": K, "pairs": n}   (n = GRANT_PAIRS)   or {"stop": true}
     harness -> judge   {"closing": REPORT}        (the batch's pairs have run)
     ...
     harness -> judge   {"end": true}
@@ -18,8 +19,8 @@ All the candidate's process did with the batch's inputs lies inside that window,
 because the inputs did not exist before it and the report (event times and fingerprints of
 every pair) closes it. profiler.verdict.decision takes the timing from these reports, as they arrived,
 and checks them against the windows; a process that runs no candidate code later computes
-Model's fingerprints for pairs the judge picks after the run (profiler.run.kernelbench's
-audit). A candidate may write anything to its end of the pipes; what it gains is a log in
+Model's fingerprints for pairs the judge picks after the run and times Model in the same loop,
+under a clock of its own (profiler.run.kernelbench's audit). A candidate may write anything to its end of the pipes; what it gains is a log in
 which its claims must still fit this process's clock.
 """
 
@@ -35,7 +36,11 @@ import time
 from profiler.sandbox import quiet
 
 MAX_LINE_BYTES = 8 << 20
-MAX_BATCH_PAIRS = 64
+# Runs in every batch, whatever the harness asks for: batches of one size weigh alike in the
+# judge's medians over batches and over runs (profiler.verdict.rules.clock_excess), so a
+# process cannot report honest small batches beside lying large ones.
+GRANT_PAIRS = 16
+MAX_BATCH_PAIRS = GRANT_PAIRS
 MAX_PAIRS = 5000
 MAX_BATCHES = 400
 
@@ -89,7 +94,7 @@ class JudgeClock(threading.Thread):
             return b'{"stop": true}\n'
         self._hold()
         entry = {"batch": len(self.log), "seed": secrets.randbits(62), "key": secrets.randbits(62),
-                 "pairs": min(want, MAX_BATCH_PAIRS, MAX_PAIRS - granted)}
+                 "pairs": min(GRANT_PAIRS, MAX_PAIRS - granted)}
         message = json.dumps({k: entry[k] for k in ("batch", "seed", "key", "pairs")}).encode() + b"\n"
         # Before the write: the harness may read the grant before this thread runs again.
         entry["go"] = time.monotonic()

@@ -265,11 +265,15 @@ def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
     extra["checked_apart_pairs"] = len(audit.audited)
     base, cand = list(reference.sides[0]["event_ms"]), list(runs.sides[0]["event_ms"])
     extra["baseline"] = "Model timed in a process of its own, by the judge's clock"
-    outside = rules.clock_excess(runs, reference, extra)
-    if outside is not None:
+    try:
+        charged, past_limit = rules.clock_excess(runs, reference, extra)
+    except ValueError as exc:
+        raise Rejected(str(exc)) from exc
+    if past_limit:
         flags.append("escaped_clock")
-        extra["charged_ms"] = outside
-        cand = [ms + outside for ms in cand]
+    if charged:
+        extra["charged_ms"] = charged
+        cand = [ms + charged for ms in cand]
     escape = {"baseline": reference.sides[0], "candidate": runs.sides[0], "flush_reference": reference.sides[0],
               "other_threads_cpu_s": (m.get("escape") or {}).get("other_threads_cpu_s", 0.0),
               "checked_pairs": len(runs.pairs)}
@@ -279,7 +283,9 @@ def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
 def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | None = None) -> Verdict:
     from profiler.measure.stats import CI_METHOD, CI_METHOD_APART, summarize
 
-    audited = audit is not None and not m["profiling"]
+    # An audited timing is a candidate's, whatever its process says (its result's "profiling"
+    # and "kind" are its own to write): the judge audits only candidates' timings.
+    audited = audit is not None
     base, cand = _timing(m, wall_s, paired=not audited)
     extra = dict(m.get("extra", {}))
     extra["ci_method"] = CI_METHOD_APART if audited else CI_METHOD
@@ -309,7 +315,7 @@ def _measured(m: dict, wall_s: float, facts: dict | None = None, audit: Audit | 
     extra["bytes_moved"] = moved
     common = _common(m)
     sizes = dict(inputs_checked=checked, bandwidth_gbs=bandwidth, peak_bandwidth_gbs=peak)
-    kernelbench = m["kind"] == "kernelbench"
+    kernelbench = audited or m["kind"] == "kernelbench"
     if kernelbench:
         roof = f"{bandwidth:.0f} GB/s of inputs+outputs ({100 * bandwidth / peak:.0f}% of the measured {peak:.0f} GB/s)"
     else:

@@ -12,7 +12,8 @@ facts. profiler.verdict.decision applies them; tests pin each one without a GPU.
 - Physical bounds. A time that implies reading the inputs (and writing what of the outputs
   cannot stay in L2) faster than the GPU's memory can, or Model's FLOPs faster than its
   fastest arithmetic can, did not happen as timed.
-- Reproducibility. The interval quoted is the bootstrap interval of the paired runs widened
+- Reproducibility. The interval quoted is the bootstrap interval of the runs (paired, or each
+  side's apart where the two sides were timed in processes of their own) widened
   to the speedups of the first and second halves of the runs and by REPRODUCIBILITY_SPREAD,
   the spread measured between fresh processes judging the same candidate; halves that
   disagree by more than DRIFT, or a side whose times spread by more than DISPERSION of their
@@ -21,6 +22,7 @@ facts. profiler.verdict.decision applies them; tests pin each one without a GPU.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,6 +217,10 @@ CLAIM_SLACK_MS = 0.05
 # work. Host wake-ups and the allocator differ a little between two processes.
 CLOCK_EXCESS_FLOOR_MS = 0.02
 CLOCK_EXCESS_SHARE = 0.05
+# Below that limit, an excess past this many standard errors of the two medians is charged
+# without a flag; and no timing of fewer batches than MIN_CLOCK_BATCHES is believed.
+CLOCK_NOISE_SIGMAS = 3.0
+MIN_CLOCK_BATCHES = 6
 
 
 @dataclass(frozen=True)
@@ -270,15 +276,34 @@ def clock_runs(log: list[dict], sides: int = 1) -> ClockRuns:
     return ClockRuns(records, unexplained, pairs)
 
 
-def clock_excess(candidate: ClockRuns, reference: ClockRuns, extra: dict) -> float | None:
-    """Milliseconds a run that the candidate's runs spent outside their timed calls beyond
-    what Model's runs of the same loop spend where no candidate code runs, or None when
-    within CLOCK_EXCESS_FLOOR_MS / CLOCK_EXCESS_SHARE. Records what it found in
-    extra["clock_accounting"]."""
+def _median_error(values) -> float:
+    """The standard error of the median of `values` (a normal's 1.2533 sigma / sqrt(n), sigma
+    from the median absolute deviation, so that one descheduled batch does not set it)."""
+    data = np.asarray(values, dtype=np.float64)
+    mad = float(np.median(np.abs(data - np.median(data))))
+    return 1.2533 * 1.4826 * mad / math.sqrt(max(1, data.size))
+
+
+def clock_excess(candidate: ClockRuns, reference: ClockRuns, extra: dict) -> tuple[float, bool]:
+    """(milliseconds a run charged to the candidate, whether that is past the limit): what the
+    candidate's runs spent outside their timed calls beyond what Model's runs of the same loop
+    spend where no candidate code runs. Any excess past CLOCK_NOISE_SIGMAS standard errors of
+    the two medians (over the judge's batches, all of one size) is charged, so that time taken
+    from the timed calls' reports shows however small; past CLOCK_EXCESS_FLOOR_MS /
+    CLOCK_EXCESS_SHARE of a run's window it is also flagged. Records what it found in
+    extra["clock_accounting"]. Raises ValueError when either side has fewer than
+    MIN_CLOCK_BATCHES batches: too few to tell."""
+    for what, runs in (("the candidate's", candidate), ("Model's", reference)):
+        if len(runs.unexplained_ms) < MIN_CLOCK_BATCHES:
+            raise ValueError(f"{what} timing went by {len(runs.unexplained_ms)} of the judge's batches, fewer than "
+                             f"the {MIN_CLOCK_BATCHES} that tell its time outside its timed calls")
     cand, ref = _median(candidate.unexplained_ms), _median(reference.unexplained_ms)
+    noise = CLOCK_NOISE_SIGMAS * math.hypot(_median_error(candidate.unexplained_ms),
+                                            _median_error(reference.unexplained_ms))
     window = ref + sum(_median(side["event_ms"]) for side in reference.sides)
     limit = max(CLOCK_EXCESS_FLOOR_MS, CLOCK_EXCESS_SHARE * window)
-    extra["clock_accounting"] = {"unexplained_ms": cand, "reference_unexplained_ms": ref, "limit_ms": limit,
-                                 "batches": len(candidate.unexplained_ms)}
-    return cand - ref if cand - ref > limit else None
-
+    excess = cand - ref
+    charged = excess if excess > noise else 0.0
+    extra["clock_accounting"] = {"unexplained_ms": cand, "reference_unexplained_ms": ref, "noise_ms": noise,
+                                 "limit_ms": limit, "charged_ms": charged, "batches": len(candidate.unexplained_ms)}
+    return charged, charged > limit

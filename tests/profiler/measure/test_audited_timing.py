@@ -18,7 +18,7 @@ import torch
 from profiler.measure import fingerprint as prints
 from profiler.measure.fingerprint import SUMS
 from profiler.measure.timing import Audited, DeviceOps, time_audited
-from profiler.sandbox.clock import MAX_BATCH_PAIRS, HarnessClock, JudgeClock, pair_seed
+from profiler.sandbox.clock import GRANT_PAIRS, HarnessClock, JudgeClock, pair_seed
 from profiler.verdict import rules
 from profiler.verdict.decision import Audit, from_measurement
 
@@ -119,8 +119,9 @@ def _judged(candidate, fresh_work_ms: float = 0.0, runs: int = 96, base_ms: floa
 
 
 def test_runs_come_in_the_judges_batches_with_its_seeds_and_every_one_is_reported():
-    log, calls, seeds = _timed(lambda x: (_spin(0.2), torch.relu(x))[1], runs=70)
-    assert sum(e["pairs"] for e in log) == 70 and all(e["pairs"] <= MAX_BATCH_PAIRS for e in log)
+    log, calls, seeds = _timed(lambda x: (_spin(0.2), torch.relu(x))[1], runs=100)
+    # The judge's batches, of its own size whatever the harness asked: 100 runs asked, 7 x 16 run.
+    assert sum(e["pairs"] for e in log) == 112 and all(e["pairs"] == GRANT_PAIRS for e in log)
     granted = [pair_seed(e["seed"], i) for e in log for i in range(e["pairs"])]
     assert seeds[1:] == granted  # seeds[0]: the warm-up's own
     for entry in log:
@@ -130,7 +131,14 @@ def test_runs_come_in_the_judges_batches_with_its_seeds_and_every_one_is_reporte
         assert all(len(f) == SUMS + 1 for f in report["fingerprints"])
         assert entry["done"] > entry["go"]
     runs = rules.clock_runs(log)
-    assert len(runs.sides[0]["event_ms"]) == 70 and len(runs.pairs) == 70
+    assert len(runs.sides[0]["event_ms"]) == 112 and len(runs.pairs) == 112
+
+
+def test_the_judge_grants_batches_of_its_own_size_whatever_is_asked():
+    with _Pipes() as pipes:
+        sizes = [pipes.harness.batch(want)["pairs"] for want in (1, 64, 5000, 16)]
+        pipes.harness.end()
+    assert sizes == [GRANT_PAIRS] * 4
 
 
 def test_the_warm_up_runs_the_side_as_a_batch_has_it_before_the_first_batch_is_asked_for():
@@ -155,16 +163,17 @@ def test_the_warm_up_runs_the_side_as_a_batch_has_it_before_the_first_batch_is_a
     with _Pipes() as pipes:
         audit = Audited(Clock(pipes.harness), lambda run, seed: None,
                         lambda out, key: (calls.append("print"), [1.0])[1], pair_seed)
-        time_audited(lambda: (calls.append("run"), 1)[1], _ops(), audit, runs=3)
+        time_audited(lambda: (calls.append("run"), 1)[1], _ops(), audit, runs=3)  # at least 96: six batches
     warm_up = ["run"] * 3 + ["run", "print"]
     assert calls[:len(warm_up) + 1] == warm_up + ["grant"]
-    assert calls[len(warm_up) + 1:] == ["run", "print"] * 3
+    assert calls[len(warm_up):] == (["grant"] + ["run", "print"] * GRANT_PAIRS) * 6
 
 
 def test_an_honest_candidate_is_timed_against_model_timed_in_a_process_of_its_own():
-    verdict, calls, model_calls = _judged(lambda x: _model(x, 0.5))
-    assert verdict.status == "faster", verdict.message
-    assert verdict.speedup == pytest.approx(2.0, rel=0.25)
+    # A 4x cheaper 'kernel': a loaded 2-core machine's descheduling, charged to it where the
+    # clock sees it, does not take that margin.
+    verdict, calls, model_calls = _judged(lambda x: _model(x, 0.25))
+    assert verdict.baseline_ms == pytest.approx(1.0, rel=0.5) and verdict.speedup > 1.5, verdict.message
     assert verdict.extra["baseline"].startswith("Model timed in a process of its own")
     assert verdict.extra["checked_apart_pairs"] == 48
     assert set(calls) == {"run"} and set(model_calls) == {"run"}  # one side in each process
@@ -185,7 +194,7 @@ def test_a_candidate_right_only_where_it_is_checked_has_no_checked_set_to_read()
             frame = frame.f_back
         return torch.zeros_like(x)  # found nothing to read: assumes it is not checked
 
-    verdict, _, _ = _judged(reads_the_checked_set, runs=40)
+    verdict, _, _ = _judged(reads_the_checked_set)
     assert verdict.status == "wrong" and not verdict.proven
     assert verdict.message.startswith("wrong on timed run ") and "against Model run in a process of its own" in \
         verdict.message
@@ -198,7 +207,7 @@ def test_a_candidate_right_on_most_runs_is_caught_on_one_it_skipped():
         count["runs"] += 1
         return torch.zeros_like(x) if count["runs"] % 4 == 0 else _model(x, 0.3)
 
-    verdict, _, _ = _judged(skips_every_fourth, runs=64)
+    verdict, _, _ = _judged(skips_every_fourth)
     assert verdict.status == "wrong" and "against Model run in a process of its own" in verdict.message
 
 
@@ -206,8 +215,9 @@ def test_a_candidate_that_slows_model_in_its_own_process_gains_nothing():
     """A ModelNew that is Model and slows Model wherever it finds it: in its own process no
     baseline is timed, so there is nothing there to slow; the verdict's baseline is Model in
     a process of its own."""
-    verdict, calls, _ = _judged(lambda x: _model(x, 1.0), runs=64)
-    assert verdict.status == "not_faster" and verdict.speedup == pytest.approx(1.0, rel=0.2)
+    verdict, calls, _ = _judged(lambda x: _model(x, 1.0))
+    assert not (verdict.status == "faster" and verdict.proven), verdict.message
+    assert verdict.speedup == pytest.approx(1.0, rel=0.3)
     assert calls == ["run"] * len(calls)  # the candidate's process called nothing but the candidate
 
 
@@ -220,11 +230,11 @@ def test_work_moved_outside_the_timed_runs_shows_on_the_judges_clock():
     reference, _, _ = _timed(work, runs=160)
     honest, _, _ = _timed(work, runs=160)
     extra: dict = {}
-    caught = rules.clock_excess(rules.clock_runs(hidden), rules.clock_runs(reference), extra)
-    assert caught is not None and caught > 2.0  # most of the 4 ms it hid, charged to it
-    assert extra["clock_accounting"]["batches"] == 5
-    honest_gap = rules.clock_excess(rules.clock_runs(honest), rules.clock_runs(reference), {})
-    assert honest_gap is None or honest_gap < caught / 2
+    caught, flagged = rules.clock_excess(rules.clock_runs(hidden), rules.clock_runs(reference), extra)
+    assert flagged and caught > 2.0  # most of the 4 ms it hid, charged to it
+    assert extra["clock_accounting"]["batches"] == 10
+    honest_gap, _ = rules.clock_excess(rules.clock_runs(honest), rules.clock_runs(reference), {})
+    assert honest_gap < caught / 2
     verdict, _, _ = _judged(torch.relu, fresh_work_ms=4.0, runs=96, base_ms=4.0)
     assert not verdict.proven or verdict.status != "faster"
     assert "escaped_clock" in verdict.extra.get("flags", [])
@@ -236,7 +246,9 @@ PRINT = [1.0] * SUMS + [1.0]
 ALLOWED = [0.01, 0.01] + [0.0] * SUMS
 
 
-def _entry(batch: int, runs: int, window_ms: float, ms: float, prints_=None) -> dict:
+def _entry(batch: int, runs: int, window_ms: float, ms: float, prints_=None, reported_ms: float | None = None) -> dict:
+    """A batch as the judge's clock logs it: `runs` runs reporting `reported_ms` (default `ms`) each."""
+    ms = ms if reported_ms is None else reported_ms
     side = {"event_ms": [ms] * runs, "flush_ms": [0.1] * runs, "tail_ms": [0.01] * runs, "wall_ms": [ms + 0.12] * runs}
     return {"batch": batch, "seed": batch, "key": batch, "pairs": runs, "go": 10.0, "done": 10.0 + window_ms / 1000,
             "report": {"pairs": runs, "fingerprints": prints_ or [PRINT] * runs, "sides": [side]}}
@@ -276,9 +288,14 @@ def _audit(log, reference, fingerprints=None):
     return Audit(log, reference, audited, fingerprints or [PRINT] * len(audited), [ALLOWED] * len(audited))
 
 
-def _logs(cand_ms: float, base_ms: float = 1.0, window_ms: float | None = None):
-    log = [_entry(j, 8, (window_ms or cand_ms + 0.3) * 8, cand_ms) for j in range(4)]
-    reference = [_entry(j, 8, (base_ms + 0.3) * 8, base_ms) for j in range(4)]
+def _logs(cand_ms: float, base_ms: float = 1.0, window_ms: float | None = None, batches: int = 6,
+          reported_ms: float | None = None, overhead_ms: float = 0.3):
+    """The candidate's and Model's logs: `batches` of GRANT_PAIRS runs each, a run's window its
+    time and the loop's overhead_ms (or window_ms), with a little jitter between batches."""
+    n = GRANT_PAIRS
+    log = [_entry(j, n, ((window_ms or cand_ms + overhead_ms) + 0.001 * (j % 3)) * n, cand_ms,
+                  reported_ms=reported_ms) for j in range(batches)]
+    reference = [_entry(j, n, (base_ms + overhead_ms + 0.001 * ((j + 1) % 3)) * n, base_ms) for j in range(batches)]
     return log, reference
 
 
@@ -287,13 +304,13 @@ def test_the_verdict_takes_its_times_from_the_judges_clocks_not_the_candidates_r
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
     assert verdict.status == "faster" and verdict.speedup == pytest.approx(2.0)  # not the 9000x it claimed
     assert verdict.baseline_ms == pytest.approx(1.0)  # Model's own process, not the 9 ms it said
-    assert verdict.extra["checked_apart_pairs"] == 11
+    assert verdict.extra["checked_apart_pairs"] == 32
 
 
 def test_a_timed_run_whose_fingerprint_is_not_models_is_wrong_and_named():
     log, reference = _logs(cand_ms=0.5)
     audit = _audit(log, reference)
-    audit.fingerprints[2] = [5.0] * SUMS + [1.0]  # the third audited run: timed run 7
+    audit.fingerprints[2] = [5.0] * SUMS + [1.0]  # the third audited run: timed run 7 (every third is audited)
     verdict = from_measurement(_measurement(32), 60.0, None, audit)
     assert verdict.status == "wrong" and verdict.message.startswith("wrong on timed run 7 against Model run in a "
                                                                    "process of its own: output 0: its fingerprint")
@@ -303,7 +320,27 @@ def test_time_the_clock_saw_outside_the_runs_is_charged_to_the_candidate():
     log, reference = _logs(cand_ms=0.1, window_ms=0.1 + 0.3 + 0.4)  # 0.4 ms a run the runs do not explain
     verdict = from_measurement(_measurement(32), 60.0, None, _audit(log, reference))
     assert verdict.status == "suspicious" and "escaped_clock" in verdict.extra["flags"]
-    assert verdict.time_ms == pytest.approx(0.5)
+    assert verdict.time_ms == pytest.approx(0.5, abs=0.003)
+
+
+def test_a_small_lie_about_the_timed_calls_is_charged_back_without_a_flag():
+    """A ModelNew that does Model's 1 ms and reports 0.85 ms on every run, in a loop whose
+    own work is 3 ms a run: the 0.15 ms it took from its reports is below the flag's limit
+    (5% of a 4 ms window) and charged back all the same: not faster."""
+    log, reference = _logs(cand_ms=1.0, reported_ms=0.85, overhead_ms=3.0)
+    verdict = from_measurement(_measurement(96), 60.0, None, _audit(log, reference))
+    assert verdict.status == "not_faster" and not verdict.extra.get("flags"), verdict.message
+    assert verdict.time_ms == pytest.approx(1.0, abs=0.005)
+    assert verdict.extra["clock_accounting"]["charged_ms"] == pytest.approx(0.15, abs=0.005)
+
+
+def test_a_timing_of_too_few_batches_proves_nothing():
+    from profiler.sandbox import SandboxOutcome
+    from profiler.verdict.decision import from_outcome
+
+    log, reference = _logs(cand_ms=0.5, batches=5)
+    verdict = from_outcome(SandboxOutcome("ok", _measurement(80), 0, "", 60.0), audit=_audit(log, reference))
+    assert verdict.status == "crash" and not verdict.proven and "fewer than the 6" in verdict.message
 
 
 def test_the_candidates_flushes_are_compared_with_models_own_loop():

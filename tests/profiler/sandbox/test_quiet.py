@@ -9,7 +9,7 @@ import threading
 import time
 
 from profiler.sandbox import quiet
-from profiler.sandbox.clock import HarnessClock, JudgeClock
+from profiler.sandbox.clock import GRANT_PAIRS, HarnessClock, JudgeClock
 from profiler.sandbox.start import start_harness
 
 
@@ -56,7 +56,7 @@ def test_no_batch_is_granted_while_a_sandbox_beside_it_warms_up():
             granted = time.monotonic()
             # The grant came only once the spare's set-up (torch's import: seconds) had ended.
             assert spare.phase_reader.ready.is_set(), "a batch was granted while a warm-up ran beside it"
-            assert grant is not None and grant["pairs"] == 4
+            assert grant is not None and grant["pairs"] == GRANT_PAIRS
             assert clock.judge.held() >= 0.2 and clock.judge.held() <= granted - asked + 0.05
             assert clock.judge.log[0]["go"] >= asked + clock.judge.held() - 0.05  # its window opens after the hold
             clock.harness.close({"pairs": 4})

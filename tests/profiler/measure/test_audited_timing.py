@@ -7,7 +7,6 @@ CUDA work, the adversarial library) is tests/profiler/judging/test_gpu_adversari
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import time
@@ -18,9 +17,10 @@ import torch
 from profiler.measure import fingerprint as prints
 from profiler.measure.fingerprint import SUMS
 from profiler.measure.timing import Audited, DeviceOps, time_audited
-from profiler.sandbox.clock import GRANT_PAIRS, HarnessClock, JudgeClock, pair_seed
+from profiler.sandbox.clock import GRANT_PAIRS, pair_seed
 from profiler.verdict import rules
 from profiler.verdict.decision import Audit, from_measurement
+from tests.profiler.clock_cases import ClockPipes
 
 
 class _Event:
@@ -37,24 +37,6 @@ class _Event:
 def _ops() -> DeviceOps:
     return DeviceOps(new_event=_Event, elapsed_ms=lambda start, end: (end.at - start.at) * 1000,
                      synchronize=lambda: None, flush_l2=lambda: None)
-
-
-class _Pipes:
-    """A JudgeClock and a HarnessClock joined by real pipes, as profiler.sandbox joins them."""
-
-    def __enter__(self):
-        asks_r, asks_w = os.pipe()
-        grants_r, grants_w = os.pipe()
-        self.judge = JudgeClock(asks_r, grants_w)
-        self.judge.start()
-        self.harness = HarnessClock(asks_w, grants_r)
-        self._fds = (asks_w, grants_r)
-        return self
-
-    def __exit__(self, *exc):
-        for fd in self._fds:
-            os.close(fd)
-        self.judge.join(5)
 
 
 def _spin(ms: float) -> None:
@@ -93,7 +75,7 @@ def _timed(side, fresh_work_ms: float = 0.0, runs: int = 96):
         calls.append("run")
         return side(state["input"])
 
-    with _Pipes() as pipes:
+    with ClockPipes() as pipes:
         time_audited(fn, _ops(), Audited(pipes.harness, fresh, lambda out, key: prints.fingerprint([out], key),
                                          pair_seed), runs=runs)
     return pipes.judge.entries(), calls, seeds
@@ -135,7 +117,7 @@ def test_runs_come_in_the_judges_batches_with_its_seeds_and_every_one_is_reporte
 
 
 def test_the_judge_grants_batches_of_its_own_size_whatever_is_asked():
-    with _Pipes() as pipes:
+    with ClockPipes() as pipes:
         sizes = [pipes.harness.batch(want)["pairs"] for want in (1, 64, 5000, 16)]
         pipes.harness.end()
     assert sizes == [GRANT_PAIRS] * 4
@@ -160,7 +142,7 @@ def test_the_warm_up_runs_the_side_as_a_batch_has_it_before_the_first_batch_is_a
         def end(self):
             self.harness.end()
 
-    with _Pipes() as pipes:
+    with ClockPipes() as pipes:
         audit = Audited(Clock(pipes.harness), lambda run, seed: None,
                         lambda out, key: (calls.append("print"), [1.0])[1], pair_seed)
         time_audited(lambda: (calls.append("run"), 1)[1], _ops(), audit, runs=3)  # at least 96: six batches

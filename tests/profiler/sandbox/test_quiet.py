@@ -4,38 +4,13 @@ judge's clock on real pipes."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 from profiler.sandbox import quiet
-from profiler.sandbox.clock import GRANT_PAIRS, HarnessClock, JudgeClock
+from profiler.sandbox.clock import GRANT_PAIRS
 from profiler.sandbox.start import start_harness
-
-
-class _Clock:
-    """A JudgeClock and a HarnessClock joined by pipes, as profiler.sandbox.start joins them."""
-
-    def __enter__(self):
-        asks_r, asks_w = os.pipe()
-        grants_r, grants_w = os.pipe()
-        self.judge = JudgeClock(asks_r, grants_w)
-        self.judge.start()
-        self.harness = HarnessClock(asks_w, grants_r)
-        self._fds = [asks_w, grants_r]
-        return self
-
-    def end(self) -> None:
-        """The harness ends: its pipes close, and the judge's clock with them."""
-        self.harness.end()
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
-        self.judge.join(10)
-
-    def __exit__(self, *exc):
-        if self._fds:
-            self.end()
+from tests.profiler.clock_cases import ClockPipes
 
 
 def _wait_until_quiet(limit_s: float = 60.0) -> None:
@@ -50,7 +25,7 @@ def test_no_batch_is_granted_while_a_sandbox_beside_it_warms_up():
     spare = start_harness(120.0, warm="torch")
     try:
         assert not spare.phase_reader.ready.is_set()
-        with _Clock() as clock:
+        with ClockPipes() as clock:
             asked = time.monotonic()
             grant = clock.harness.batch(4)
             granted = time.monotonic()
@@ -72,7 +47,7 @@ def test_no_batch_is_granted_while_a_sandbox_beside_it_warms_up():
 def test_a_warm_up_waits_until_no_run_has_batches_open():
     _wait_until_quiet()
     started: list = []
-    with _Clock() as clock:
+    with ClockPipes() as clock:
         assert clock.harness.batch(2) is not None  # the run's batches are open
         assert quiet.state() == (0, 1)
         starter = threading.Thread(target=lambda: started.append(start_harness(120.0, warm="torch")))
@@ -99,7 +74,7 @@ def test_a_warm_up_waits_until_no_run_has_batches_open():
 def test_a_held_start_ends_its_wait_when_told_to_stop():
     """A pool shutting down is not held by a run's open batches (SandboxPool passes stop)."""
     _wait_until_quiet()
-    with _Clock() as clock:
+    with ClockPipes() as clock:
         assert clock.harness.batch(1) is not None
         began = time.monotonic()
         assert quiet.hold_for_timed_runs(stop=lambda: time.monotonic() - began > 0.3) < 2.0
@@ -111,7 +86,7 @@ def test_a_warm_up_that_dies_holds_no_grant():
     _wait_until_quiet()
     spare = start_harness(120.0, warm="torch")
     spare.discard()  # killed in its warm-up
-    with _Clock() as clock:
+    with ClockPipes() as clock:
         asked = time.monotonic()
         assert clock.harness.batch(1) is not None
         assert time.monotonic() - asked < 2.0

@@ -274,7 +274,7 @@ def _audited_timing(m: dict, audit: Audit, extra: dict, flags: list[str]):
     if charged:
         extra["charged_ms"] = charged
         cand = [ms + charged for ms in cand]
-    escape = {"baseline": reference.sides[0], "candidate": runs.sides[0], "flush_reference": reference.sides[0],
+    escape = {"baseline": reference.sides[0], "candidate": runs.sides[0],
               "other_threads_cpu_s": (m.get("escape") or {}).get("other_threads_cpu_s", 0.0),
               "checked_pairs": len(runs.pairs)}
     return base, cand, escape

@@ -60,17 +60,13 @@ def _median(values) -> float:
 def escaped_work(escape: dict | None, cand_ms: list[float], extra: dict) -> list[float] | None:
     """The candidate's run times with the work its launching stream did not time added, or
     None when there is none worth counting. Records what it found in extra["escape_check"].
-
-    escape["flush_reference"], where there is one, holds the flushes the candidate's are
-    compared with instead of the baseline's beside it: an audited timing runs the candidate
-    first in every pair, right after the pair's inputs were written, and a flush that evicts
-    those written lines takes longer than the baseline's, which follows a run that mostly
-    read (a reduction's input); the first side of Model's own loop in the audit process
-    follows the same writes."""
+    The baseline's records are those of the same loop, in the same slot: beside the candidate
+    in a paired timing, Model's own loop in the audit process for an audited one (its runs,
+    like the candidate's, follow the writes of their inputs, which a flush then evicts)."""
     if not escape:
         return None
     base, cand = escape["baseline"], escape["candidate"]
-    flush_b, tail_b = _median((escape.get("flush_reference") or base)["flush_ms"]), _median(base["tail_ms"])
+    flush_b, tail_b = _median(base["flush_ms"]), _median(base["tail_ms"])
     flush_extra = _median(cand["flush_ms"]) - flush_b
     tail_extra = _median(cand["tail_ms"]) - tail_b
     escaped_ms = max(0.0, flush_extra) + max(0.0, tail_extra)
